@@ -1,0 +1,7 @@
+"""``python -m hvdscale``."""
+
+import sys
+
+from hvdscale.cli import main
+
+sys.exit(main())

@@ -1,0 +1,119 @@
+"""Warm-up exclusion, words/s and spread. numpy only: no framework imports.
+
+Steps are numbered like tf_cnn_benchmarks: warm-up steps are negative (-W..-1) and the measured
+window is 0..N-1, bounded by barriers so every rank's window covers the same steps.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Two-sided 95% Student t quantiles for small samples; the normal 1.96 beyond 30 d.o.f.
+_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+        2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+
+
+def t95(dof: int) -> float:
+    """Two-sided 95% t quantile for ``dof`` degrees of freedom."""
+    if dof < 1:
+        return float("nan")
+    return _T95[dof - 1] if dof <= len(_T95) else 1.96
+
+
+def spread(values: list[float] | np.ndarray) -> dict[str, float]:
+    """Median, robust jitter (1.4826 * MAD), mean and its 95% interval half-width."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.size == 0:
+        return {"n": 0, "median": float("nan"), "jitter": float("nan"), "mean": float("nan"),
+                "ci95": float("nan"), "min": float("nan"), "max": float("nan")}
+    med = float(np.median(x))
+    ci = t95(x.size - 1) * float(np.std(x, ddof=1)) / math.sqrt(x.size) if x.size > 1 else 0.0
+    return {"n": int(x.size), "median": med,
+            "jitter": 1.4826 * float(np.median(np.abs(x - med))),
+            "mean": float(x.mean()), "ci95": ci, "min": float(x.min()), "max": float(x.max())}
+
+
+@dataclass
+class StepMeter:
+    """One rank's per-step timings and token counts; warm-up steps are kept apart."""
+
+    warmup_steps: int
+    step_times: list[float] = field(default_factory=list)
+    warmup_times: list[float] = field(default_factory=list)
+    words: int = 0
+    loss_tokens: int = 0
+    padded_tokens: int = 0
+    sentences: int = 0
+    loss_sum: float = 0.0
+    window_start: float = 0.0
+    window_end: float = 0.0
+    _t: float = 0.0
+
+    def start_step(self) -> None:
+        self._t = time.perf_counter()
+
+    def end_step(self, step: int, words: int, loss_tokens: int, padded: int, sentences: int,
+                 loss_sum: float) -> None:
+        """Close step ``step`` (negative during warm-up); only measured steps count."""
+        dt = time.perf_counter() - self._t
+        if step < 0:
+            self.warmup_times.append(dt)
+            return
+        self.step_times.append(dt)
+        self.words += words
+        self.loss_tokens += loss_tokens
+        self.padded_tokens += padded
+        self.sentences += sentences
+        self.loss_sum += loss_sum
+
+    def open_window(self) -> None:
+        self.window_start = time.perf_counter()
+
+    def close_window(self) -> None:
+        self.window_end = time.perf_counter()
+
+    @property
+    def window_s(self) -> float:
+        return self.window_end - self.window_start
+
+    def rank_summary(self) -> dict:
+        """What this rank contributes to the run's record (gathered to rank 0)."""
+        return {"words": self.words, "loss_tokens": self.loss_tokens,
+                "padded_tokens": self.padded_tokens, "sentences": self.sentences,
+                "loss_sum": self.loss_sum, "window_s": self.window_s,
+                "step_times": self.step_times, "warmup_times": self.warmup_times}
+
+
+def summarize(ranks: list[dict], compute_ranks: list[int]) -> dict:
+    """Run-level figures from every rank's ``rank_summary``.
+
+    words/s is the real tokens of all ranks over the longest rank's measured window, never a
+    rank's rate times N.
+    """
+    comp = [ranks[r] for r in compute_ranks]
+    window = max(r["window_s"] for r in ranks)
+    words = sum(r["words"] for r in comp)
+    real = words
+    padded = sum(r["padded_tokens"] for r in comp)
+    loss_tokens = sum(r["loss_tokens"] for r in comp)
+    # A step of the job lasts as long as its slowest rank.
+    step_matrix = np.array([r["step_times"] for r in comp])
+    job_steps = step_matrix.max(axis=0) if step_matrix.size else np.array([])
+    return {
+        "window_s": window,
+        "words": words,
+        "words_per_s": words / window if window > 0 else float("nan"),
+        "per_rank_words_per_s": [r["words"] / r["window_s"] if r["window_s"] > 0 else 0.0
+                                 for r in comp],
+        "sentences": sum(r["sentences"] for r in comp),
+        "loss_tokens": loss_tokens,
+        "padded_fraction": 1.0 - real / padded if padded else 0.0,
+        "step_time": spread(job_steps),
+        "warmup_time_s": max(sum(r["warmup_times"]) for r in ranks),
+        "mean_loss": sum(r["loss_sum"] for r in comp) / loss_tokens if loss_tokens else None,
+    }

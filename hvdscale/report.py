@@ -1,0 +1,251 @@
+"""Scaling tables in the seed notes' layout, a side-by-side strategy view, CSV and plots.
+
+speedup_N = words/s with N workers / words/s with 1 worker (same model, implementation and
+strategy); efficiency = 100 * speedup_N / N. Workers are the ranks that compute: all ranks, except
+under a dedicated parameter server, whose serve-only ranks are not counted (the table says so).
+Repeated points are summarised by their median.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import statistics
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hvdscale.results import read_records
+
+STRATEGY_ORDER = {"independent": 0, "horovod": 1, "ps": 2}
+
+
+@dataclass
+class Point:
+    """One (group, strategy, ranks) point of the report: the median of its repeats."""
+
+    strategy: str
+    ranks: int
+    workers: int
+    batch_size: int
+    steps: int
+    time_s: float
+    words_per_s: float
+    repeats: int
+    jitter_ms: float
+    placement: str
+    speedup: float | None = None
+    efficiency: float | None = None
+
+
+def _group_key(rec: dict) -> tuple:
+    k = rec["key"]
+    return (k["name"], k["model"], k["framework"], k["rnn_impl"], k["scaling"],
+            k.get("bucketing", False))
+
+
+def _strategy_label(rec: dict) -> str:
+    s = rec["key"]["strategy"]
+    if s == "ps":
+        ps = rec["config"]["strategy"]["ps"]
+        return f"ps-{ps['placement']}" if ps["placement"] == "dedicated" else "ps"
+    return s
+
+
+def collect(records: list[dict]) -> dict[tuple, dict[str, list[Point]]]:
+    """Group successful records into points: {group: {strategy label: [points by workers]}}."""
+    by: dict[tuple, dict[str, dict[int, list[dict]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list)))
+    for rec in records:
+        if rec.get("status") != "ok":
+            continue
+        by[_group_key(rec)][_strategy_label(rec)][rec["ranks"]].append(rec)
+    out: dict[tuple, dict[str, list[Point]]] = {}
+    for group, strategies in by.items():
+        out[group] = {}
+        for label, per_ranks in strategies.items():
+            points = []
+            for ranks, recs in sorted(per_ranks.items()):
+                wps = statistics.median(r["words_per_s"] for r in recs)
+                points.append(Point(
+                    strategy=label, ranks=ranks, workers=recs[-1]["workers"],
+                    batch_size=recs[-1]["key"]["batch_size"],
+                    steps=recs[-1]["measure"]["steps"],
+                    time_s=statistics.median(r["window_s"] for r in recs),
+                    words_per_s=wps, repeats=len(recs),
+                    jitter_ms=statistics.median(r["step_time"]["jitter"] for r in recs) * 1e3,
+                    placement=recs[-1]["config"]["strategy"]["ps"]["placement"]
+                    if label.startswith("ps") else ""))
+            base = next((p for p in points if p.workers == 1), None)
+            for p in points:
+                if base is not None:
+                    p.speedup = p.words_per_s / base.words_per_s
+                    p.efficiency = 100.0 * p.speedup / p.workers
+            out[group][label] = points
+    return out
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    return "" if x is None else format(x, spec)
+
+
+def _title(group: tuple) -> str:
+    name, model, fw, impl, scaling, bucketing = group
+    impl_name = {"fused": "fused kernel (cudnn_lstm-style)",
+                 "loop": "step-by-step loop (dynamic_rnn-style)"}.get(impl, impl)
+    extra = ", bucketed" if bucketing else ""
+    return f"{name}: {model} / {fw} / {impl_name} / {scaling} scaling{extra}"
+
+
+def markdown(points: dict[tuple, dict[str, list[Point]]]) -> str:
+    """The report as Markdown: per strategy the seed notes' table, then a side-by-side view."""
+    buf = io.StringIO()
+    buf.write("# hvdscale scaling report\n\n")
+    for group in sorted(points):
+        buf.write(f"## {_title(group)}\n\n")
+        strategies = sorted(points[group],
+                            key=lambda s: (STRATEGY_ORDER.get(s.split("-")[0], 9), s))
+        for label in strategies:
+            pts = points[group][label]
+            buf.write(f"### {label}\n\n")
+            if label == "ps-dedicated":
+                buf.write("Speedup and efficiency are over worker ranks (servers excluded).\n\n")
+            steps = pts[0].steps
+            buf.write(f"|Ranks|Workers|Batch size|Total time to process {steps} batches (s)|"
+                      "Processing speed (words/s)|Speedup ratio|Efficiency (%)|Step jitter (ms)|"
+                      "Runs|\n")
+            buf.write("|:--|:--|:--|:--|:--|:--|:--|:--|:--|\n")
+            for p in pts:
+                buf.write(f"|{p.ranks}|{p.workers}|{p.batch_size}|{p.time_s:.3f}|"
+                          f"{p.words_per_s:.1f}|"
+                          f"{'' if p.workers == 1 else _fmt(p.speedup, '.2f')}|"
+                          f"{_fmt(p.efficiency, '.1f')}|{p.jitter_ms:.2f}|{p.repeats}|\n")
+            if not any(p.workers == 1 for p in pts):
+                buf.write("\n(no 1-worker run recorded: speedup cannot be computed)\n")
+            buf.write("\n")
+        buf.write(side_by_side(points[group], strategies))
+    return buf.getvalue()
+
+
+def side_by_side(strategies: dict[str, list[Point]], order: list[str]) -> str:
+    """One row per rank count, words/s and speedup of every strategy next to each other."""
+    ranks = sorted({p.ranks for pts in strategies.values() for p in pts})
+    if len(order) < 2:
+        return ""
+    head = "|Ranks|" + "|".join(f"{s} words/s|{s} speedup" for s in order)
+    ratio = "independent" in order and "horovod" in order
+    if ratio:
+        head += "|horovod / independent"
+    out = ["### Strategies side by side\n", head + "|",
+           "|" + ":--|" * (1 + 2 * len(order) + (1 if ratio else 0))]
+    for n in ranks:
+        row = [str(n)]
+        by = {s: next((p for p in strategies[s] if p.ranks == n), None) for s in order}
+        for s in order:
+            p = by[s]
+            row += ["" if p is None else f"{p.words_per_s:.1f}",
+                    "" if p is None or p.speedup is None else f"{p.speedup:.2f}"]
+        if ratio:
+            h, i = by["horovod"], by["independent"]
+            row.append(f"{h.words_per_s / i.words_per_s:.3f}" if h and i else "")
+        out.append("|" + "|".join(row) + "|")
+    return "\n".join(out) + "\n\n"
+
+
+def to_csv(points: dict[tuple, dict[str, list[Point]]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["name", "model", "framework", "rnn_impl", "scaling", "bucketing", "strategy",
+                "ranks", "workers", "batch_size", "steps", "time_s", "words_per_s", "speedup",
+                "efficiency_pct", "step_jitter_ms", "runs"])
+    for group in sorted(points):
+        for label, pts in sorted(points[group].items()):
+            for p in pts:
+                w.writerow([*group, label, p.ranks, p.workers, p.batch_size, p.steps,
+                            f"{p.time_s:.4f}", f"{p.words_per_s:.2f}",
+                            _fmt(p.speedup, ".4f"), _fmt(p.efficiency, ".2f"),
+                            f"{p.jitter_ms:.3f}", p.repeats])
+    return buf.getvalue()
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _slug(group: tuple) -> str:
+    name, model, fw, impl, scaling, bucketing = group
+    s = f"{name}_{model}_{fw}_{impl}_{scaling}" + ("_bucketed" if bucketing else "")
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in s)
+
+
+def plot_scaling(points: dict[tuple, dict[str, list[Point]]], out_dir: Path) -> list[Path]:
+    """Per group, one PNG: words/s vs workers (with the ideal line) and efficiency vs workers."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    for group in sorted(points):
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+        for label, pts in sorted(points[group].items()):
+            xs = [p.workers for p in pts]
+            line, = ax1.plot(xs, [p.words_per_s for p in pts], marker="o", label=label)
+            base = next((p for p in pts if p.workers == 1), None)
+            if base is not None:
+                ideal_x = sorted({1, *xs})
+                ax1.plot(ideal_x, [base.words_per_s * x for x in ideal_x], ls="--", lw=1,
+                         color=line.get_color(), alpha=0.6, label=f"{label} ideal")
+                ax2.plot(xs, [p.efficiency for p in pts], marker="o", label=label,
+                         color=line.get_color())
+        ax1.set(xlabel="workers (ranks computing)", ylabel="words/s",
+                title="Throughput (dashed: linear scaling)")
+        ax2.axhline(100, color="grey", lw=1, ls=":")
+        ax2.set(xlabel="workers (ranks computing)", ylabel="efficiency (%)",
+                title="Scaling efficiency = 100 x speedup / N", ylim=(0, 110))
+        for ax in (ax1, ax2):
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+            ax.xaxis.get_major_locator().set_params(integer=True)
+        fig.suptitle(_title(group), fontsize=10)
+        fig.tight_layout()
+        path = out_dir / f"scaling_{_slug(group)}.png"
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=110)
+        plt.close(fig)
+        _atomic_write(path, buf.getvalue())
+        written.append(path)
+    return written
+
+
+def write_report(results: str | Path, out: str | Path | None = None, plot: bool = False) -> str:
+    """Read records under ``results``, write report.md, report.csv (and PNGs); return the md."""
+    records = read_records(results)
+    pts = collect(records)
+    failed = [r for r in records if r.get("status") != "ok"]
+    md = markdown(pts)
+    if failed:
+        md += "## Failed points\n\n|Strategy|Ranks|Reason|\n|:--|:--|:--|\n"
+        for r in failed:
+            md += f"|{r['key']['strategy']}|{r['ranks']}|{r.get('error', '')[:200]}|\n"
+        md += "\n"
+    src = Path(results)
+    out_dir = Path(out) if out else (src if src.is_dir() else src.parent)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if plot:
+        files = plot_scaling(pts, out_dir)
+        md += "Plots: " + ", ".join(str(f) for f in files) + "\n"
+    _atomic_write(out_dir / "report.md", md.encode())
+    _atomic_write(out_dir / "report.csv", to_csv(pts).encode())
+    return md
+
+
+def summary_rows(records: list[dict[str, Any]]) -> list[Point]:
+    """Every point, flat (for callers that print their own view)."""
+    return [p for g in collect(records).values() for pts in g.values() for p in pts]

@@ -1,0 +1,266 @@
+"""One run on every rank: set up, warm up, measure, gather, and (rank 0) write the record.
+
+Every rank runs this same function. The order matters: threads and Horovod settings take effect
+before the libraries that read them start; the results directory is proven writable before any
+training; timings are gathered only after the timed window.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hvdscale.config import RunConfig, to_dict
+from hvdscale.errors import HvdscaleError
+from hvdscale.meter import StepMeter, summarize
+from hvdscale.world import (
+    StepWatchdog,
+    World,
+    hostname,
+    init_horovod,
+    is_gloo_launch,
+    make_world,
+    resolve_threads,
+    thread_env,
+)
+
+LOCAL_SIZE_ENV_VARS = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "HOROVOD_LOCAL_SIZE",
+                       "SLURM_NTASKS_PER_NODE")
+
+# Test-only fault injection: HVDSCALE_FAULT="RANK:POINT" raises on that rank at that point
+# (config, data, model, step:K, results) so the fail-fast tests can hit every phase.
+FAULT_ENV = "HVDSCALE_FAULT"
+
+
+def maybe_fault(rank: int, point: str) -> None:
+    """Raise the injected test failure if ``HVDSCALE_FAULT`` names this rank and point."""
+    spec = os.environ.get(FAULT_ENV, "")
+    if not spec:
+        return
+    want_rank, _, want_point = spec.partition(":")
+    if want_point.startswith("kill:") or want_point.startswith("hang:"):
+        kind, _, at = want_point.partition(":")
+        if str(rank) == want_rank and at == point:
+            if kind == "kill":
+                os.kill(os.getpid(), 9)
+            time.sleep(3600)
+        return
+    if str(rank) == want_rank and want_point == point:
+        raise RuntimeError(f"injected failure at {point} ({FAULT_ENV}={spec})")
+
+
+def _launch_local_size() -> int:
+    for var in LOCAL_SIZE_ENV_VARS:
+        val = os.environ.get(var, "")
+        if val.isdigit() and int(val) > 0:
+            return int(val)
+    return 1
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _current_rss_mb() -> float:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return float("nan")
+
+
+def check_world(cfg: RunConfig, world: World) -> None:
+    """Reject configs this launch cannot run, identically on every rank."""
+    s = cfg.strategy
+    if s.name == "ps":
+        if world.backend != "mpi":
+            raise HvdscaleError("strategy.name=ps needs an MPI launch (mpirun, srun --mpi=pmix, "
+                                "or horovodrun without --gloo)")
+        if s.ps.num_servers > world.size:
+            raise HvdscaleError(f"strategy.ps.num_servers={s.ps.num_servers} is more than the "
+                                f"{world.size} ranks of this job")
+        if s.ps.placement == "dedicated" and s.ps.num_servers >= world.size:
+            raise HvdscaleError(f"strategy.ps.placement=dedicated with num_servers="
+                                f"{s.ps.num_servers} leaves no worker among {world.size} ranks")
+
+
+def run(cfg: RunConfig, out_dir: str | Path,
+        argv: list[str] | None = None) -> dict[str, Any] | None:
+    """Run ``cfg`` on this rank; rank 0 returns the record it wrote, other ranks None."""
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    rank_hint = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("HOROVOD_RANK", "0")))
+    maybe_fault(rank_hint, "config")
+
+    local_size = _launch_local_size()
+    intra, inter = resolve_threads(cfg.threads.intra_op, cfg.threads.inter_op, local_size)
+    env = thread_env(intra, cfg.threads.mpi_yield, local_size)
+    # A value the user exported explicitly wins over auto.
+    for k, v in env.items():
+        if k != "OMPI_MCA_mpi_yield_when_idle" or cfg.threads.mpi_yield != "auto":
+            os.environ[k] = v
+        else:
+            os.environ.setdefault(k, v)
+
+    use_hvd = cfg.strategy.name == "horovod" or is_gloo_launch()
+    hvd_env: dict[str, str] = {}
+    if use_hvd:
+        from hvdscale.strategies.horovod import horovod_env
+
+        hvd_env = horovod_env(cfg.strategy.horovod)
+        init_horovod(hvd_env)  # hvd: settings exported first, read once at init
+    world = make_world(use_hvd)
+    check_world(cfg, world)
+    if world.rank == 0:
+        check_writable(out_dir)
+    world.barrier()  # no rank trains unless rank 0 can write the record
+
+    from hvdscale.frameworks import torch as fw
+
+    fw.set_threads(intra, inter)
+    return _train(cfg, world, fw, out_dir, started, intra, inter, hvd_env, argv)
+
+
+def check_writable(out_dir: str | Path) -> None:
+    from hvdscale.results import check_writable as _check
+
+    _check(out_dir)
+
+
+def _train(cfg: RunConfig, world: World, fw: Any, out_dir: str | Path, started: str, intra: int,
+           inter: int, hvd_env: dict[str, str], argv: list[str] | None) -> dict[str, Any] | None:
+    from hvdscale.data import BatchPlan, load_corpus, per_rank_batch_size
+    from hvdscale.strategies import make_strategy
+
+    rank, size = world.rank, world.size
+    strategy = make_strategy(cfg.strategy, fw.FRAMEWORK, world)
+
+    maybe_fault(rank, "data")
+    # Data is sharded over the ranks that compute (serve-only ranks read shard 0 just for the
+    # vocabulary), so a dedicated server's job trains on the same data as colocated ones.
+    widx = getattr(strategy, "worker_index", rank)
+    nworkers = getattr(strategy, "num_workers", size)
+    corpus = load_corpus(cfg.data, cfg.model.kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
+                         widx, nworkers)
+    src_vocab, tgt_vocab = _vocab_sizes(cfg, corpus)
+    plan = None
+    if strategy.computes:
+        plan = BatchPlan(corpus, cfg.data, cfg.model.kind,
+                         per_rank_batch_size(cfg.data, widx, nworkers), widx)
+
+    maybe_fault(rank, "model")
+    adapter = fw.TorchAdapter(cfg.model, cfg.optim, src_vocab, tgt_vocab)
+    strategy.setup(adapter)
+
+    meter = StepMeter(cfg.measure.warmup_steps)
+    batches = plan.batches() if plan is not None else None
+    watchdog = StepWatchdog(cfg.measure.step_timeout_s, world, rank)
+    rss_first = None
+    last_loss = 0.0
+    for step in range(-cfg.measure.warmup_steps, cfg.measure.steps):
+        if step == 0:
+            world.barrier()
+            meter.open_window()
+        batch = next(batches) if batches is not None else None
+        watchdog.start_step(step)
+        meter.start_step()
+        maybe_fault(rank, f"step:{step}")
+        last_loss = strategy.step(batch)
+        if batch is not None:
+            meter.end_step(step, batch.words, batch.loss_tokens, batch.padded_tokens,
+                           batch.sentences, last_loss)
+        else:
+            meter.end_step(step, 0, 0, 0, 0, 0.0)
+        watchdog.end_step()
+        if step == 0:
+            rss_first = _current_rss_mb()
+    world.barrier()
+    meter.close_window()
+    watchdog.stop()
+    strategy.finish()
+
+    mine = meter.rank_summary()
+    mine.update(rank=rank, host=hostname(), computes=strategy.computes,
+                peak_rss_mb=_rss_mb(), rss_first_mb=rss_first, rss_last_mb=_current_rss_mb(),
+                fingerprint=adapter.fingerprint() if strategy.computes else None,
+                last_loss=last_loss,
+                last_tokens=batch.loss_tokens if batch is not None else 0)
+    gathered = world.allgather(mine)
+    maybe_fault(rank, "results")
+    if rank != 0:
+        return None
+    record = _record(cfg, world, strategy, adapter, gathered, started, intra, inter, hvd_env, argv,
+                     corpus.truncated, src_vocab, tgt_vocab)
+    from hvdscale.results import append_record
+
+    append_record(out_dir, record)
+    return record
+
+
+def _vocab_sizes(cfg: RunConfig, corpus: Any) -> tuple[int, int]:
+    """Vocabulary sizes of the model: from config, or the data's when config says 0."""
+    m = cfg.model
+    if cfg.data.source != "text":
+        return m.src_vocab, m.tgt_vocab or m.src_vocab
+    pairs = [("model.src_vocab", m.src_vocab, corpus.src_vocab, "data.text.src")]
+    if m.kind == "nmt":
+        pairs.append(("model.tgt_vocab", m.tgt_vocab, corpus.tgt_vocab, "data.text.tgt"))
+    for key, want, have, where in pairs:
+        if want and want != have:
+            raise HvdscaleError(f"{key}={want} does not match the vocabulary of {where} "
+                                f"({have} tokens with specials); set {key}=0 to take it from "
+                                "the data")
+    return corpus.src_vocab, corpus.tgt_vocab
+
+
+def _record(cfg: RunConfig, world: World, strategy: Any, adapter: Any, ranks: list[dict],
+            started: str, intra: int, inter: int, hvd_env: dict[str, str],
+            argv: list[str] | None, truncated: int, src_vocab: int, tgt_vocab: int) -> dict:
+    from hvdscale.provenance import git_revision, versions
+
+    compute = [r["rank"] for r in ranks if r["computes"]]
+    summary = summarize(ranks, compute)
+    final_tokens = sum(r["last_tokens"] for r in ranks)
+    return {
+        "schema": 1,
+        "status": "ok",
+        "name": cfg.name,
+        "started": started,
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "argv": argv or sys.argv,
+        "config": to_dict(cfg),
+        "key": {"model": cfg.model.kind, "framework": cfg.framework,
+                "rnn_impl": cfg.model.rnn_impl, "strategy": cfg.strategy.name,
+                "scaling": cfg.data.scaling, "batch_size": cfg.data.batch_size,
+                "bucketing": cfg.data.bucketing.enabled, "name": cfg.name},
+        "ranks": world.size,
+        "workers": len(compute),
+        "hosts": sorted({r["host"] for r in ranks}),
+        "rank_hosts": [r["host"] for r in ranks],
+        "launcher_backend": world.backend,
+        "threads": {"intra_op": intra, "inter_op": inter,
+                    "mpi_yield_when_idle": os.environ.get("OMPI_MCA_mpi_yield_when_idle")},
+        "horovod_env": hvd_env,
+        "versions": versions(),
+        "git": git_revision(),
+        "strategy": strategy.info(),
+        "model_params": adapter.num_params,
+        "vocab": {"src": src_vocab, "tgt": tgt_vocab},
+        "truncated_sentences_rank0": truncated,
+        "measure": {"warmup_steps": cfg.measure.warmup_steps, "steps": cfg.measure.steps},
+        "final_loss": (sum(r["last_loss"] for r in ranks) / final_tokens
+                       if final_tokens else None),
+        "fingerprints": [r["fingerprint"] for r in ranks],
+        "memory": [{"rank": r["rank"], "peak_rss_mb": r["peak_rss_mb"],
+                    "rss_first_mb": r["rss_first_mb"], "rss_last_mb": r["rss_last_mb"]}
+                   for r in ranks],
+        "per_rank": [{"rank": r["rank"], "words": r["words"], "window_s": r["window_s"],
+                      "step_time_median": float(sorted(r["step_times"])[len(r["step_times"])//2])
+                      if r["step_times"] else None}
+                     for r in ranks],
+        **summary,
+    }

@@ -1,0 +1,26 @@
+"""Gradient-sharing strategies behind one interface (``base.Strategy``)."""
+
+from __future__ import annotations
+
+from hvdscale.config import StrategyConfig
+from hvdscale.strategies.base import Strategy
+
+
+def make_strategy(cfg: StrategyConfig, framework: str, world: object) -> Strategy:
+    """The strategy ``cfg.name`` for ``framework``; each reads only its own config section."""
+    if cfg.name == "independent":
+        from hvdscale.strategies.independent import Independent
+
+        return Independent()
+    if cfg.name == "horovod":
+        from hvdscale.strategies.horovod import HorovodTorch
+
+        return HorovodTorch(cfg.horovod)
+    if cfg.name == "ps":
+        from hvdscale.strategies.param_server import ParameterServer
+
+        return ParameterServer(cfg.ps, world)
+    raise ValueError(f"unknown strategy {cfg.name!r}")
+
+
+__all__ = ["Strategy", "make_strategy"]

@@ -1,0 +1,48 @@
+"""The interface every gradient-sharing strategy implements, for every framework adapter."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from hvdscale.data import Batch
+
+
+class Adapter(Protocol):
+    """What a strategy may use of a framework adapter (see ``frameworks/``)."""
+
+    framework: str
+    num_params: int
+
+    def zero_grad(self) -> None: ...
+    def forward_backward(self, batch: Batch, scale: Any) -> float: ...
+    def step(self) -> None: ...
+    def params_buffer(self) -> Any: ...
+    def grads_buffer(self) -> Any: ...
+    def shard_optimizer(self, shard: Any) -> Any: ...
+    def tensor_sizes(self) -> list[tuple[str, int]]: ...
+
+
+class Strategy:
+    """One synchronous training step per call, the same for every strategy.
+
+    ``computes`` is False on ranks that only serve (a dedicated parameter server): they take
+    part in ``step`` without a batch.
+    """
+
+    name = "base"
+    computes = True
+
+    def setup(self, adapter: Adapter) -> None:
+        """Bring every replica to the same starting point."""
+        self.adapter = adapter
+
+    def step(self, batch: Batch | None) -> float:
+        """Train on ``batch`` (None on serve-only ranks); returns this rank's summed loss."""
+        raise NotImplementedError
+
+    def info(self) -> dict[str, Any]:
+        """Strategy facts for the run record."""
+        return {"name": self.name}
+
+    def finish(self) -> None:
+        """Release what the strategy holds once training is over."""

@@ -1,0 +1,19 @@
+"""Independent replicas: no communication at all, the ideal case of the seed notes."""
+
+from __future__ import annotations
+
+from hvdscale.data import Batch
+from hvdscale.strategies.base import Strategy
+
+
+class Independent(Strategy):
+    """Each rank trains its own replica on its own batches (token-averaged locally)."""
+
+    name = "independent"
+
+    def step(self, batch: Batch | None) -> float:
+        assert batch is not None
+        self.adapter.zero_grad()
+        loss = self.adapter.forward_backward(batch, 1.0 / batch.loss_tokens)
+        self.adapter.step()
+        return loss

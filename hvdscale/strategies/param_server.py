@@ -1,0 +1,131 @@
+"""Synchronous parameter server on MPI (mpi4py), parameters partitioned among servers.
+
+The flat parameter buffer is cut into ``num_servers`` contiguous, size-balanced shards; server s
+owns shard s and its optimizer state. Each step every worker pushes each shard of its gradient
+(of its *summed* token loss) and its token count to the shard's server; a server sums the
+gradients of all workers, divides by the global token count (so the update is what one process
+computes on the union of the batches), applies the optimizer, and sends the updated shard back.
+
+All traffic uses mpi4py's uppercase, buffer-based calls on contiguous numpy views of the
+adapter's flat buffers (no pickling, no copies on the worker side); every transfer is
+non-blocking, so pushes to and pulls from different servers proceed at the same time.
+
+Placements: ``colocated``: every rank computes, ranks 0..S-1 also serve. ``dedicated``: ranks
+0..S-1 only serve; ranks S.. compute.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from hvdscale.config import PSConfig
+from hvdscale.data import Batch
+from hvdscale.strategies.base import Adapter, Strategy
+
+GRAD_TAG, TOKENS_TAG, PARAM_TAG = 101, 102, 103
+
+
+def partition(n: int, num_servers: int) -> list[tuple[int, int]]:
+    """Contiguous [lo, hi) shards of ``n`` elements whose sizes differ by at most one."""
+    base, extra = divmod(n, num_servers)
+    bounds, lo = [], 0
+    for s in range(num_servers):
+        hi = lo + base + (1 if s < extra else 0)
+        bounds.append((lo, hi))
+        lo = hi
+    return bounds
+
+
+class ParameterServer(Strategy):
+    """See the module docstring."""
+
+    name = "ps"
+
+    def __init__(self, cfg: PSConfig, world: Any) -> None:
+        from mpi4py import MPI
+
+        self.MPI = MPI
+        self.cfg = cfg
+        self.comm = world.comm
+        self.rank, self.size = world.rank, world.size
+        s = cfg.num_servers
+        self.servers = list(range(s))
+        self.workers = list(range(s, self.size)) if cfg.placement == "dedicated" \
+            else list(range(self.size))
+        self.serves = self.rank < s
+        self.computes = self.rank in self.workers
+        self.worker_index = self.workers.index(self.rank) if self.computes else 0
+        self.num_workers = len(self.workers)
+        self.comm_times: list[float] = []
+
+    def setup(self, adapter: Adapter) -> None:
+        super().setup(adapter)
+        self.params = adapter.params_buffer()
+        self.grads = adapter.grads_buffer()
+        self.shards = partition(self.params.size, len(self.servers))
+        if self.serves:
+            lo, hi = self.shards[self.rank]
+            # The server's own copy of its shard: it owns these values and their optimizer
+            # state; colocated, its worker half receives them like any other worker.
+            self.shard = self.params[lo:hi].copy()
+            self.opt = adapter.shard_optimizer(self.shard)
+            self.recv = np.empty((self.num_workers, hi - lo), dtype=self.params.dtype)
+            self.tokens_in = np.zeros((self.num_workers, 1), dtype=np.float64)
+        self.tokens_out = np.zeros(1, dtype=np.float64)
+        # Initial pull: every worker starts from the servers' parameters.
+        self._exchange(push=False)
+
+    def _server_push_params(self) -> list[Any]:
+        return [self.comm.Isend(self.shard, dest=w, tag=PARAM_TAG) for w in self.workers]
+
+    def _worker_pull(self) -> list[Any]:
+        return [self.comm.Irecv(self.params[lo:hi], source=s, tag=PARAM_TAG)
+                for s, (lo, hi) in zip(self.servers, self.shards, strict=True)]
+
+    def _exchange(self, push: bool) -> None:
+        """One round: (push gradients,) servers update, workers pull parameters."""
+        worker_reqs: list[Any] = []
+        if self.computes:
+            if push:
+                for s, (lo, hi) in zip(self.servers, self.shards, strict=True):
+                    worker_reqs.append(self.comm.Isend(self.grads[lo:hi], dest=s, tag=GRAD_TAG))
+                    worker_reqs.append(self.comm.Isend(self.tokens_out, dest=s, tag=TOKENS_TAG))
+            worker_reqs += self._worker_pull()
+        if self.serves:
+            if push:
+                reqs = []
+                for i, w in enumerate(self.workers):
+                    reqs.append(self.comm.Irecv(self.recv[i], source=w, tag=GRAD_TAG))
+                    reqs.append(self.comm.Irecv(self.tokens_in[i], source=w, tag=TOKENS_TAG))
+                self.MPI.Request.Waitall(reqs)
+                total_tokens = float(self.tokens_in.sum())
+                # Sum in worker order, then one division: the token-weighted mean gradient.
+                np.sum(self.recv, axis=0, out=self.opt.grad)
+                self.opt.grad /= total_tokens
+                self.opt.step()
+            self.MPI.Request.Waitall(self._server_push_params())
+        self.MPI.Request.Waitall(worker_reqs)
+
+    def step(self, batch: Batch | None) -> float:
+        loss = 0.0
+        if self.computes:
+            assert batch is not None
+            self.adapter.zero_grad()
+            loss = self.adapter.forward_backward(batch, 1.0)
+            self.tokens_out[0] = batch.loss_tokens
+        t = time.perf_counter()
+        self._exchange(push=True)
+        self.comm_times.append(time.perf_counter() - t)
+        return loss
+
+    def info(self) -> dict[str, Any]:
+        itemsize = self.params.dtype.itemsize
+        ct = np.array(self.comm_times) if self.comm_times else np.array([np.nan])
+        return {"name": self.name, "placement": self.cfg.placement,
+                "num_servers": len(self.servers), "servers": self.servers,
+                "workers": self.workers,
+                "bytes_per_server": [(hi - lo) * itemsize for lo, hi in self.shards],
+                "comm_time_median_s": float(np.median(ct))}

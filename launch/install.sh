@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Idempotent install of hvdscale and its real stack on Debian 12 / Python 3.11:
+# OpenMPI (Debian), PyTorch 2.13.0 CPU, tensorflow-cpu 2.21, mpi4py, and Horovod 0.28.1
+# built from its source distribution with PyTorch, TensorFlow, MPI and Gloo.
+#
+# Horovod 0.28.1 (its last release) does not build as published against these versions;
+# two fixes are applied to the unpacked source before building (see README, "Why Horovod is
+# patched"). The built wheel is cached under $HVDSCALE_CACHE keyed by the torch, tensorflow and
+# horovod versions, so a second install takes seconds.
+#
+# GPU clusters: set TORCH_SPEC / TF_SPEC to CUDA builds and HOROVOD_GPU_OPERATIONS=NCCL
+# (plus HOROVOD_NCCL_HOME if NCCL is not in a system path) before running this script; the
+# cache key includes those values so CPU and GPU wheels never mix.
+set -euo pipefail
+
+PYTHON=${PYTHON:-python3}
+TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+TF_SPEC=${TF_SPEC:-tensorflow-cpu==2.21.0}
+HOROVOD_VERSION=${HOROVOD_VERSION:-0.28.1}
+HVDSCALE_CACHE=${HVDSCALE_CACHE:-$HOME/.cache/hvdscale}
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+die() { echo "install: ERROR: $*" >&2; exit 1; }
+say() { echo "install: $*"; }
+
+# --- preconditions: one clear line naming what is missing -------------------------------
+command -v "$PYTHON" >/dev/null 2>&1 || die "no '$PYTHON' on PATH (Python 3.11 is required)"
+pyver=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+[ "$pyver" = "3.11" ] || die "Python 3.11 is required (found $pyver at $(command -v "$PYTHON"))"
+"$PYTHON" -m pip --version >/dev/null 2>&1 || die "pip is not available for $PYTHON"
+
+# --- system packages ------------------------------------------------------------------------
+need_apt=()
+command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin)
+[ -e /usr/include/x86_64-linux-gnu/openmpi/mpi.h ] || [ -e /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h ] \
+  || need_apt+=(libopenmpi-dev)
+command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
+command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  command -v apt-get >/dev/null 2>&1 || die "apt-get is unavailable; install ${need_apt[*]} by hand"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  say "apt-get install ${need_apt[*]}"
+  $SUDO apt-get update -qq >/dev/null || die "apt-get update failed"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null \
+    || die "apt-get install ${need_apt[*]} failed"
+fi
+
+# --- Python packages ------------------------------------------------------------------------
+pip() { "$PYTHON" -m pip "$@"; }
+say "pip install $TORCH_SPEC $TF_SPEC and tools"
+pip install -q "$TORCH_SPEC" "$TF_SPEC" "mpi4py>=4.0" "pyyaml>=6" "numpy" "matplotlib" \
+  "cloudpickle" "psutil" "packaging" "cffi" "setuptools" "wheel" "pytest" "ruff" \
+  || die "pip install of the framework stack failed"
+
+# --- Horovod: cached wheel, or build from the sdist with the two fixes ------------------------
+torch_v=$("$PYTHON" -c 'import torch; print(torch.__version__)')
+tf_v=$("$PYTHON" -c 'import importlib.metadata as m
+for d in ("tensorflow-cpu", "tensorflow"):
+    try:
+        print(m.version(d)); break
+    except m.PackageNotFoundError:
+        pass')
+key="horovod-${HOROVOD_VERSION}_torch-${torch_v}_tf-${tf_v}_py-${pyver}_gpu-${HOROVOD_GPU_OPERATIONS:-none}"
+wheel_dir="$HVDSCALE_CACHE/wheels/$key"
+
+horovod_ok() {
+  "$PYTHON" - <<'PY' >/dev/null 2>&1
+import horovod.torch as ht, horovod.tensorflow as htf
+assert ht.mpi_built() and ht.gloo_built() and htf.mpi_built() and htf.gloo_built()
+PY
+}
+
+installed_v=$("$PYTHON" -c 'import importlib.metadata as m; print(m.version("horovod"))' 2>/dev/null || true)
+if [ "$installed_v" = "$HOROVOD_VERSION" ] && horovod_ok; then
+  say "horovod $HOROVOD_VERSION already installed and built with torch, tensorflow, MPI, Gloo"
+else
+  if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
+    build=$(mktemp -d /tmp/hvdscale-horovod-build.XXXXXX)
+    log="$build/build.log"
+    say "building horovod $HOROVOD_VERSION from source (about 5 minutes on 2 cores); log: $log"
+    pip download -q --no-deps --no-binary :all: "horovod==$HOROVOD_VERSION" -d "$build" >>"$log" 2>&1 \
+      || die "could not download the horovod $HOROVOD_VERSION source distribution (log: $log)"
+    tar -xzf "$build"/horovod-"$HOROVOD_VERSION".tar.gz -C "$build"
+    src="$build/horovod-$HOROVOD_VERSION"
+    # Fix 1: PyTorch >= 2.1 and TensorFlow's bundled abseil need C++17; 0.28.1 pins C++14.
+    for f in "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt"; do
+      sed -i 's/CMAKE_CXX_STANDARD 14/CMAKE_CXX_STANDARD 17/' "$f"
+      grep -q 'CMAKE_CXX_STANDARD 17' "$f" || die "C++17 patch did not apply to $f"
+    done
+    # Fix 2: xla_mpi_ops.cc needs XLA headers tensorflow 2.21 no longer ships (GPU XLA only).
+    sed -i '/xla_mpi_ops.cc/d' "$src/horovod/tensorflow/CMakeLists.txt"
+    ! grep -q 'xla_mpi_ops.cc' "$src/horovod/tensorflow/CMakeLists.txt" || die "XLA patch did not apply"
+    mkdir -p "$build/dist"
+    ( cd "$src" && HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 \
+        HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS="${MAKEFLAGS:--j$(nproc)}" \
+        "$PYTHON" -m pip wheel -v --no-build-isolation --no-deps . -w "$build/dist" ) >>"$log" 2>&1 \
+      || die "horovod build failed (log: $log)"
+    mkdir -p "$wheel_dir"
+    # Copy then rename so an interrupted copy never leaves a cache entry that looks complete.
+    whl=$(ls "$build"/dist/horovod-*.whl)
+    cp "$whl" "$wheel_dir/.$(basename "$whl").part" && mv "$wheel_dir/.$(basename "$whl").part" "$wheel_dir/$(basename "$whl")"
+    say "cached $(basename "$whl") in $wheel_dir"
+  else
+    say "using cached horovod wheel from $wheel_dir"
+  fi
+  pip install -q --force-reinstall --no-deps "$wheel_dir"/horovod-*.whl || die "installing the horovod wheel failed"
+fi
+
+# --- hvdscale itself ------------------------------------------------------------------------
+pip install -q --no-deps --no-build-isolation -e "$REPO" || die "pip install -e $REPO failed"
+
+# --- verify: fail loudly, and never leave a Horovod that lacks a framework -------------------
+check=$(horovodrun --check-build 2>&1) || true
+missing=()
+for want in "\[X\] TensorFlow" "\[X\] PyTorch" "\[X\] MPI" "\[X\] Gloo"; do
+  echo "$check" | grep -q "$want" || missing+=("${want#\\[X\\] }")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  pip uninstall -y -q horovod || true
+  rm -rf "$wheel_dir"
+  echo "$check" >&2
+  die "horovodrun --check-build lacks: ${missing[*]}; horovod was uninstalled and its cached wheel removed"
+fi
+say "ok: horovodrun --check-build shows TensorFlow, PyTorch, MPI and Gloo"

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The project's test command (README: `make test` runs the install, then this).
+# Lint; single-process tests; then the multi-rank tests for real: tests/mpi under
+# `mpirun -np 2` and `horovodrun -np 2 --gloo`, and its np3-marked tests under `mpirun -np 3`.
+# Each multi-rank pytest writes one junit file per rank into $REPORTS; every test has a hang
+# timeout (tests/mpi/conftest.py) and every launch an outer one, so a hang fails, never blocks.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TF_CPP_MIN_LOG_LEVEL=2 \
+  PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+REPORTS=${HVDSCALE_TEST_REPORTS:-$PWD/reports}
+export HVDSCALE_TEST_REPORTS=$REPORTS
+rm -rf "$REPORTS"
+mkdir -p "$REPORTS"
+failed=()
+phase() {
+  local name=$1; shift
+  echo "=== [$name] $*"
+  "$@"
+  local rc=$?
+  # pytest's exit 5 (no tests collected) is a failure too: any non-zero exit is.
+  if [ $rc -ne 0 ]; then echo "=== [$name] FAILED (exit $rc)"; failed+=("$name"); fi
+}
+PYTEST=(python -m pytest -p no:cacheprovider --color=no -q)
+phase lint ruff check .
+phase single "${PYTEST[@]}" tests/unit tests/integration --junitxml="$REPORTS/single.xml" \
+  ${HVDSCALE_TEST_SELECT:+-k "$HVDSCALE_TEST_SELECT"}
+phase mpirun-np2 timeout 1200 mpirun -np 2 --tag-output "${PYTEST[@]}" tests/mpi
+phase horovodrun-gloo-np2 timeout 1200 horovodrun -np 2 --gloo "${PYTEST[@]}" tests/mpi
+phase mpirun-np3 timeout 900 mpirun -np 3 --oversubscribe --tag-output "${PYTEST[@]}" tests/mpi \
+  -m np3
+python tests/summarize.py "$REPORTS" "${failed[@]}"

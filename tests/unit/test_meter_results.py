@@ -1,0 +1,97 @@
+"""Meter arithmetic, atomic records, and the report's speedup and efficiency."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+from pathlib import Path
+
+import pytest
+
+from hvdscale.errors import HvdscaleError
+from hvdscale.meter import StepMeter, spread, summarize
+from hvdscale.report import collect, write_report
+from hvdscale.results import append_record, check_writable, read_records, results_path
+
+
+def test_spread_median_mad_and_interval() -> None:
+    s = spread([1.0, 2.0, 3.0, 4.0, 100.0])
+    assert s["median"] == 3.0
+    assert s["jitter"] == pytest.approx(1.4826 * 1.0)
+    assert s["ci95"] > 0 and s["n"] == 5
+
+
+def test_warmup_excluded_and_words_summed_over_ranks() -> None:
+    ranks = []
+    for r in range(2):
+        m = StepMeter(warmup_steps=2)
+        for step in range(-2, 3):
+            m.start_step()
+            m.end_step(step, words=100 + r, loss_tokens=50, padded=150, sentences=4, loss_sum=5.0)
+        m.window_start, m.window_end = 0.0, 2.0 + r  # rank 1's window is the longer one
+        ranks.append(dict(m.rank_summary(), rank=r))
+    assert len(ranks[0]["warmup_times"]) == 2 and len(ranks[0]["step_times"]) == 3
+    s = summarize(ranks, [0, 1])
+    assert s["words"] == 3 * 100 + 3 * 101
+    assert s["words_per_s"] == pytest.approx(603 / 3.0)  # longest window, never rank 0 x N
+    assert s["padded_fraction"] == pytest.approx(1 - 603 / 900)
+
+
+def _append_many(d: str, worker: int) -> None:
+    for i in range(20):
+        append_record(d, {"worker": worker, "i": i, "pad": "x" * 5000})
+
+
+def test_concurrent_appends_never_interleave_or_lose(tmp_path: Path) -> None:
+    append_record(tmp_path, {"first": True})
+    procs = [mp.get_context("fork").Process(target=_append_many, args=(str(tmp_path), w))
+             for w in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    lines = results_path(tmp_path).read_text().splitlines()
+    assert len(lines) == 61
+    recs = [json.loads(ln) for ln in lines]
+    assert recs[0] == {"first": True}
+    assert sorted((r["worker"], r["i"]) for r in recs[1:]) == [(w, i) for w in range(3)
+                                                              for i in range(20)]
+    assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp")]
+
+
+def test_unwritable_results_dir_is_detected(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a dir")
+    with pytest.raises(HvdscaleError, match="not writable"):
+        check_writable(blocker / "sub")
+
+
+def _rec(strategy: str, ranks: int, wps: float, placement: str = "colocated") -> dict:
+    workers = ranks - (1 if placement == "dedicated" else 0)
+    return {"status": "ok", "ranks": ranks, "workers": workers, "words_per_s": wps,
+            "window_s": 1.0, "step_time": {"jitter": 0.001}, "measure": {"steps": 20},
+            "key": {"name": "t", "model": "nmt", "framework": "torch", "rnn_impl": "fused",
+                    "strategy": strategy, "scaling": "weak", "batch_size": 32,
+                    "bucketing": False},
+            "config": {"strategy": {"ps": {"placement": placement}}}}
+
+
+def test_report_speedup_efficiency_and_tables(tmp_path: Path) -> None:
+    for rec in [_rec("horovod", 1, 100.0), _rec("horovod", 2, 180.0), _rec("horovod", 2, 190.0),
+                _rec("independent", 1, 100.0), _rec("independent", 2, 200.0),
+                _rec("ps", 2, 100.0, "dedicated"), _rec("ps", 3, 150.0, "dedicated")]:
+        append_record(tmp_path, rec)
+    pts = collect(read_records(tmp_path))
+    (group,) = pts
+    h2 = pts[group]["horovod"][1]
+    assert h2.words_per_s == 185.0 and h2.repeats == 2
+    assert h2.speedup == pytest.approx(1.85) and h2.efficiency == pytest.approx(92.5)
+    ps3 = pts[group]["ps-dedicated"][1]
+    assert ps3.workers == 2 and ps3.speedup == pytest.approx(1.5)
+    md = write_report(tmp_path, plot=True)
+    assert "|Ranks|Workers|Batch size|Total time to process 20 batches (s)|" in md
+    assert "over worker ranks" in md and "horovod / independent" in md
+    assert (tmp_path / "report.csv").read_text().count("\n") == 1 + 6
+    pngs = list(tmp_path.glob("scaling_*.png"))
+    assert len(pngs) == 1 and pngs[0].read_bytes()[:4] == b"\x89PNG"
