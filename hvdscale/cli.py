@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Sequence
 
@@ -48,6 +49,39 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("config")
     c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
 
+    sw = sub.add_parser(
+        "sweep", help="run every (ranks, strategy) point as its own launch, then the report",
+        description="Launch each point with mpirun, horovodrun or srun, one progress line per "
+        "point; a failed point is recorded as failed and the sweep goes on; points already "
+        "recorded (same config and ranks) are skipped unless --redo. Ends with the report.")
+    sw.add_argument("config", help="YAML run config")
+    sw.add_argument("--np", required=True, metavar="N,N,...",
+                    help="rank counts, comma-separated, e.g. 1,2,4")
+    sw.add_argument("--strategies", default="horovod,ps,independent", metavar="S,S,...",
+                    help="strategies, comma-separated (default: horovod,ps,independent)")
+    sw.add_argument("--launcher", default="mpirun", metavar="{mpirun,horovodrun,srun}",
+                    help="how each point is launched (default: mpirun)")
+    sw.add_argument("--hostfile", default=None,
+                    help="'HOST slots=N' hostfile for mpirun or horovodrun (validated first)")
+    sw.add_argument("--network-interfaces", default=None, metavar="NIC",
+                    help="interface(s) the ranks talk over, e.g. eth0 (multi-host)")
+    sw.add_argument("--launcher-args", default="", metavar="ARGS",
+                    help="extra launcher arguments, one shell-quoted string")
+    sw.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a config key for every point (repeatable)")
+    sw.add_argument("--out", default="results", help="results directory (default: results/)")
+    sw.add_argument("--timeout", type=float, default=900.0, metavar="S",
+                    help="time limit of one point in seconds (default: 900)")
+    sw.add_argument("--redo", action="store_true",
+                    help="measure points again even when already recorded")
+    sw.add_argument("--no-plot", action="store_true", help="report without PNG plots")
+    sw.add_argument("--dry-run", action="store_true",
+                    help="check the input and print each point's command; launch nothing")
+
+    hf = sub.add_parser("hostfile", help="check a 'HOST slots=N' hostfile (and that N ranks fit)")
+    hf.add_argument("hostfile")
+    hf.add_argument("--np", type=int, default=None, help="ranks that must fit in the slots")
+
     rep = sub.add_parser("report", help="scaling tables (and plots) from recorded runs")
     rep.add_argument("results", help="a results directory or results.jsonl file")
     rep.add_argument("--plot", action="store_true", help="write PNG plots beside the tables")
@@ -70,6 +104,17 @@ def main(argv: list[str] | None = None) -> int:
             print(yaml.safe_dump(to_dict(load_config(args.config, args.set)), sort_keys=False),
                   end="")
             return 0
+        if args.cmd == "sweep":
+            return _cmd_sweep(args)
+        if args.cmd == "hostfile":
+            from hvdscale.hostfile import parse_hostfile
+
+            hosts = parse_hostfile(args.hostfile)
+            if args.np is not None:
+                hosts.check_ranks(args.np)
+            print(f"{hosts.path}: {len(hosts.hosts)} host(s), {hosts.slots} slots "
+                  f"({hosts.describe()})")
+            return 0
         if args.cmd == "report":
             from hvdscale.report import write_report
 
@@ -85,7 +130,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from hvdscale.world import launch_rank, report_and_abort
 
     rank = launch_rank()
-    world = None
     try:
         from hvdscale.config import load_config
 
@@ -101,28 +145,37 @@ def _cmd_run(args: argparse.Namespace) -> int:
             return 0
         if isinstance(e, KeyboardInterrupt):
             print(f"hvdscale: rank {rank} interrupted", file=sys.stderr)
-        world = _current_world()
-        report_and_abort(e, world, rank)
+        report_and_abort(e, rank)
         return 1
 
 
-def _current_world() -> object | None:
-    """The world if MPI or Horovod is up (so abort reaches every rank), else None."""
-    mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
-        from hvdscale.world import MPIWorld
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    """Plan (all input checked, nothing launched), run the points, write and print the report.
 
-        return MPIWorld()
-    hvd = sys.modules.get("horovod.torch")
-    if hvd is not None:
-        try:
-            if hvd.is_initialized():
-                from hvdscale.world import HorovodWorld
+    Returns 0 when every point is recorded ok, 1 when some point failed (after the report).
+    """
+    from hvdscale import sweep
+    from hvdscale.report import write_report
 
-                return HorovodWorld()
-        except Exception:
-            return None
-    return None
+    spec = sweep.plan_sweep(args.config, args.np, args.strategies, launcher=args.launcher,
+                            hostfile=args.hostfile, out=args.out, overrides=args.set,
+                            network_interfaces=args.network_interfaces,
+                            launcher_args=args.launcher_args, timeout_s=args.timeout,
+                            redo=args.redo, check_out=not args.dry_run)
+    say = functools.partial(print, flush=True)
+    if args.dry_run:
+        sweep.dry_run(spec, say)
+        return 0
+    where = f" on {spec.hostfile.describe()}" if spec.hostfile else ""
+    say(f"hvdscale sweep: {len(spec.points)} points ({args.np} ranks x "
+        f"{args.strategies}) with {spec.launcher}{where} into {spec.out}")
+    result = sweep.run_sweep(spec, say)
+    print(write_report(spec.out, plot=not args.no_plot), end="", flush=True)
+    if result.failed:
+        say(f"hvdscale sweep: {len(result.failed)} of {len(result.outcomes)} points failed "
+            "(see 'Failed points' above and the logs)")
+        return 1
+    return 0
 
 
 def _one_line(rec: dict) -> str:

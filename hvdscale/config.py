@@ -126,9 +126,12 @@ class BucketConfig:
     enabled: bool = False
     """Group sentences by length before batching."""
     boundaries: tuple[int, ...] = ()
-    """Bucket upper bounds in tokens; empty gives geometric bounds (x1.25) up to the max."""
+    """Bucket upper bounds in tokens (a sentence's length is its longer side); empty gives
+    geometric bounds 8, x1.25, ... up to the longest sentence."""
     tokens_per_batch: int = 0
-    """Batch to a token budget (counting padding) instead of ``data.batch_size`` sentences."""
+    """Batch to a token budget (sentences x longest length, so padding counts) instead of
+    ``data.batch_size`` sentences; 0 batches by sentence count. Per rank under weak scaling;
+    the global budget, divided across ranks, under strong scaling."""
 
     def __post_init__(self) -> None:
         _check(list(self.boundaries) == sorted(set(self.boundaries)), "data.bucketing.boundaries",
@@ -282,10 +285,18 @@ class MeasureConfig:
     """Measured steps."""
     step_timeout_s: float = 0.0
     """End the job when one step takes longer than this (0: no limit)."""
+    epochs: int = 0
+    """0: measure ``steps`` steps from an endless stream of batches (every rank always has one).
+    N >= 1: measure N whole epochs instead (``steps`` is then ignored): each rank trains on
+    all of its own batches, and with bucketing ranks hold different numbers of them. The ranks
+    agree on the step count up front (the most batches any rank has); a rank that has run out
+    takes part in the remaining steps with no batch (zero gradient, zero tokens: exact) and that
+    time is recorded as idle. Warm-up steps come before the epochs, from extra batches."""
 
     def __post_init__(self) -> None:
         _check(self.warmup_steps >= 0, "measure.warmup_steps", "must be >= 0", self.warmup_steps)
         _check(self.steps >= 1, "measure.steps", "must be >= 1", self.steps)
+        _check(self.epochs >= 0, "measure.epochs", "must be >= 0", self.epochs)
         _check(self.step_timeout_s >= 0, "measure.step_timeout_s", "must be >= 0",
                self.step_timeout_s)
 

@@ -262,58 +262,132 @@ def geometric_boundaries(max_len: int, min_len: int = 8, ratio: float = 1.25) ->
     return sorted(set(bounds))
 
 
+def _share(total: int, rank: int, size: int) -> int:
+    """This rank's part of ``total`` split over ``size`` ranks; remainders go to low ranks."""
+    base, extra = divmod(total, size)
+    return base + (1 if rank < extra else 0)
+
+
 def per_rank_batch_size(cfg: DataConfig, rank: int, size: int) -> int:
     """Sentences per batch on this rank: weak scaling keeps it; strong divides the global batch."""
     if cfg.scaling == "weak":
         return cfg.batch_size
-    base, extra = divmod(cfg.batch_size, size)
-    n = base + (1 if rank < extra else 0)
+    n = _share(cfg.batch_size, rank, size)
     if n == 0:
         raise HvdscaleError(f"data.batch_size={cfg.batch_size} (global, strong scaling) leaves "
                             f"rank {rank} of {size} an empty batch")
     return n
 
 
+def per_rank_token_budget(cfg: DataConfig, rank: int, size: int) -> int:
+    """This rank's ``data.bucketing.tokens_per_batch`` (0: batches by sentence count).
+
+    Weak scaling keeps the budget per rank; strong scaling divides the global budget.
+    """
+    budget = cfg.bucketing.tokens_per_batch
+    if cfg.scaling == "weak" or budget == 0:
+        return budget
+    n = _share(budget, rank, size)
+    if n == 0:
+        raise HvdscaleError(f"data.bucketing.tokens_per_batch={budget} (global, strong scaling) "
+                            f"leaves rank {rank} of {size} no tokens")
+    return n
+
+
 class BatchPlan:
-    """This rank's stream of batches, epoch after epoch, shuffled with a seed per epoch."""
+    """This rank's batches, epoch after epoch, shuffled with a seed per epoch.
+
+    Args:
+        corpus: this rank's sentences.
+        cfg: the ``data`` section.
+        kind: ``nmt`` or ``lm`` (how sentences become a batch).
+        batch_size: this rank's sentences per batch (see ``per_rank_batch_size``).
+        rank: this rank's index among the ranks that compute (seeds the shuffles).
+        tokens_per_batch: this rank's token budget with bucketing (see
+            ``per_rank_token_budget``); None takes ``data.bucketing.tokens_per_batch``.
+    """
 
     def __init__(self, corpus: Corpus, cfg: DataConfig, kind: str, batch_size: int,
-                 rank: int) -> None:
+                 rank: int, tokens_per_batch: int | None = None) -> None:
         self.corpus = corpus
         self.cfg = cfg
         self.kind = kind
         self.batch_size = batch_size
         self.rank = rank
-        self.max_src = max(len(s) for s in corpus.src)
-        self.max_tgt = max(len(t) for t in corpus.tgt) if corpus.tgt is not None else 0
+        self.tokens_per_batch = (cfg.bucketing.tokens_per_batch if tokens_per_batch is None
+                                 else tokens_per_batch)
+        self.src_lens = np.array([len(s) for s in corpus.src], dtype=np.int64)
+        self.tgt_lens = (np.array([len(t) for t in corpus.tgt], dtype=np.int64)
+                         if corpus.tgt is not None else None)
+        self.max_src = int(self.src_lens.max())
+        self.max_tgt = int(self.tgt_lens.max()) if self.tgt_lens is not None else 0
         if len(corpus.src) < batch_size and not cfg.bucketing.enabled:
             raise HvdscaleError(
                 f"data.batch_size={batch_size} is larger than the {len(corpus.src)} sentences "
                 f"rank {rank} holds")
 
     def _lengths(self) -> np.ndarray:
-        s = np.array([len(x) for x in self.corpus.src])
-        if self.corpus.tgt is None:
-            return s
-        return np.maximum(s, np.array([len(x) for x in self.corpus.tgt]))
+        """A sentence's length for bucketing: its longer side."""
+        if self.tgt_lens is None:
+            return self.src_lens
+        return np.maximum(self.src_lens, self.tgt_lens)
+
+    def _order(self, epoch: int) -> tuple[np.ndarray, np.random.Generator]:
+        rng = np.random.default_rng([self.cfg.seed, self.rank, epoch, 7])
+        n = len(self.corpus.src)
+        return (rng.permutation(n) if self.cfg.shuffle else np.arange(n)), rng
+
+    def _plain_batches(self, order: np.ndarray) -> list[np.ndarray]:
+        """Consecutive batches of ``batch_size`` sentences; a last partial batch is dropped."""
+        n, b = len(order), self.batch_size
+        return [order[i : i + b] for i in range(0, n - b + 1, b)]
 
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:
         """Index arrays of the batches of one epoch, in training order."""
-        rng = np.random.default_rng([self.cfg.seed, self.rank, epoch, 7])
-        n = len(self.corpus.src)
-        order = rng.permutation(n) if self.cfg.shuffle else np.arange(n)
+        order, rng = self._order(epoch)
         if not self.cfg.bucketing.enabled:
-            return [order[i : i + self.batch_size]
-                    for i in range(0, n - self.batch_size + 1, self.batch_size)]
-        return bucket_batches(self._lengths(), order, self.cfg.bucketing, self.batch_size, rng)
+            return self._plain_batches(order)
+        return bucket_batches(self._lengths(), order, self.cfg.bucketing, self.batch_size, rng,
+                              tokens_per_batch=self.tokens_per_batch, shuffle=self.cfg.shuffle)
 
-    def batches(self) -> Iterator[Batch]:
-        """Endless batches; epochs repeat with new shuffles."""
-        epoch = 0
+    def epochs(self, n: int, first: int = 0) -> list[np.ndarray]:
+        """The batches of epochs ``first`` .. ``first + n - 1``, in training order."""
+        return [idx for e in range(first, first + n) for idx in self.epoch_batches(e)]
+
+    def batches(self, first_epoch: int = 0) -> Iterator[Batch]:
+        """Endless batches from epoch ``first_epoch`` on; epochs repeat with new shuffles."""
+        epoch = first_epoch
         while True:
             for idx in self.epoch_batches(epoch):
                 yield self.make(idx)
             epoch += 1
+
+    def slots(self, idx: np.ndarray, pad_to_max: bool) -> tuple[int, int]:
+        """(real tokens, token slots incl. padding) of the batch ``make(idx)`` would build,
+        counted like ``Batch.words`` and ``Batch.padded_tokens``, without building it."""
+        src = self.src_lens[idx]
+        if self.tgt_lens is None:  # lm: inputs and targets are the sentence shifted by one
+            width = (self.max_src if pad_to_max else int(src.max())) - 1
+            return int(src.sum()) - len(idx), len(idx) * width
+        tgt = self.tgt_lens[idx] + 1  # BOS/EOS
+        s_width = self.max_src if pad_to_max else int(src.max())
+        t_width = (self.max_tgt if pad_to_max else int(self.tgt_lens[idx].max())) + 1
+        return int(src.sum() + tgt.sum()), len(idx) * (s_width + t_width)
+
+    def padding_profile(self, epoch: int = 0) -> dict[str, dict[str, int]]:
+        """Real tokens and token slots of one epoch of this rank's data, batched three ways:
+        ``configured`` (this plan: bucketing and ``pad_to`` as set), ``unbucketed`` (batches
+        of ``batch_size`` sentences in shuffled order, each padded to its longest sentence)
+        and ``pad_to_max`` (the same batches padded to the longest sentence of the corpus)."""
+        order, _ = self._order(epoch)
+        plain = self._plain_batches(order) or [order]
+        variants = {"configured": (self.epoch_batches(epoch), self.cfg.pad_to == "max"),
+                    "unbucketed": (plain, False), "pad_to_max": (plain, True)}
+        out = {}
+        for name, (batches, to_max) in variants.items():
+            counts = np.array([self.slots(idx, to_max) for idx in batches]).sum(axis=0)
+            out[name] = {"words": int(counts[0]), "slots": int(counts[1])}
+        return out
 
     def make(self, idx: np.ndarray) -> Batch:
         src = [self.corpus.src[i] for i in idx]
@@ -324,13 +398,24 @@ class BatchPlan:
 
 
 def bucket_batches(lengths: np.ndarray, order: np.ndarray, cfg: BucketConfig, batch_size: int,
-                   rng: np.random.Generator) -> list[np.ndarray]:
+                   rng: np.random.Generator, tokens_per_batch: int | None = None,
+                   shuffle: bool = True) -> list[np.ndarray]:
     """Batches of sentences from one length bucket each, shuffled across buckets.
 
-    With ``tokens_per_batch`` a batch grows while (sentences x longest length) fits the budget,
-    so batches of short sentences hold more of them; otherwise ``batch_size`` sentences. A
-    bucket's last partial batch is kept: real corpora rarely fill buckets evenly.
+    With a token budget a batch grows while (sentences x longest length) fits it, so batches
+    of short sentences hold more of them; otherwise ``batch_size`` sentences. A bucket's last
+    partial batch is kept: real corpora rarely fill buckets evenly.
+
+    Args:
+        lengths: every sentence's length (indexed by sentence).
+        order: the sentences of this epoch in visiting order (shuffled or not).
+        cfg: the ``data.bucketing`` section (boundaries).
+        batch_size: sentences per batch when there is no token budget.
+        rng: this epoch's generator; shuffles the batches across buckets.
+        tokens_per_batch: the token budget; None takes ``cfg.tokens_per_batch`` (0: none).
+        shuffle: False keeps the batches in bucket order (``data.shuffle=false``).
     """
+    budget = cfg.tokens_per_batch if tokens_per_batch is None else tokens_per_batch
     bounds = list(cfg.boundaries) or geometric_boundaries(int(lengths.max()))
     bucket_of = np.searchsorted(np.array(bounds), lengths[order], side="left")
     batches: list[np.ndarray] = []
@@ -338,12 +423,12 @@ def bucket_batches(lengths: np.ndarray, order: np.ndarray, cfg: BucketConfig, ba
         members = order[bucket_of == b]
         if len(members) == 0:
             continue
-        if cfg.tokens_per_batch:
+        if budget:
             cur: list[int] = []
             longest = 0
             for i in members:
                 new_longest = max(longest, int(lengths[i]))
-                if cur and new_longest * (len(cur) + 1) > cfg.tokens_per_batch:
+                if cur and new_longest * (len(cur) + 1) > budget:
                     batches.append(np.array(cur))
                     cur, new_longest = [], int(lengths[i])
                 cur.append(int(i))
@@ -352,5 +437,14 @@ def bucket_batches(lengths: np.ndarray, order: np.ndarray, cfg: BucketConfig, ba
                 batches.append(np.array(cur))
         else:
             batches.extend(members[i : i + batch_size] for i in range(0, len(members), batch_size))
+    if not shuffle:
+        return batches
     perm = rng.permutation(len(batches))
     return [batches[i] for i in perm]
+
+
+def make_plan(corpus: Corpus, cfg: DataConfig, kind: str, worker: int,
+              num_workers: int) -> BatchPlan:
+    """The plan of worker ``worker`` of ``num_workers``, its batch split per ``data.scaling``."""
+    return BatchPlan(corpus, cfg, kind, per_rank_batch_size(cfg, worker, num_workers), worker,
+                     per_rank_token_budget(cfg, worker, num_workers))

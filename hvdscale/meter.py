@@ -50,6 +50,9 @@ class StepMeter:
     padded_tokens: int = 0
     sentences: int = 0
     loss_sum: float = 0.0
+    compute_times: list[float] = field(default_factory=list)
+    idle_steps: int = 0
+    batches: int = 0
     window_start: float = 0.0
     window_end: float = 0.0
     _t: float = 0.0
@@ -58,13 +61,20 @@ class StepMeter:
         self._t = time.perf_counter()
 
     def end_step(self, step: int, words: int, loss_tokens: int, padded: int, sentences: int,
-                 loss_sum: float) -> None:
-        """Close step ``step`` (negative during warm-up); only measured steps count."""
+                 loss_sum: float, compute_s: float = 0.0, idle: bool = False) -> None:
+        """Close step ``step`` (negative during warm-up); only measured steps count.
+
+        ``compute_s`` is this rank's own forward/backward time in the step; ``idle`` marks a
+        step in which this computing rank had no batch.
+        """
         dt = time.perf_counter() - self._t
         if step < 0:
             self.warmup_times.append(dt)
             return
         self.step_times.append(dt)
+        self.compute_times.append(compute_s)
+        self.idle_steps += int(idle)
+        self.batches += int(sentences > 0)
         self.words += words
         self.loss_tokens += loss_tokens
         self.padded_tokens += padded
@@ -86,14 +96,50 @@ class StepMeter:
         return {"words": self.words, "loss_tokens": self.loss_tokens,
                 "padded_tokens": self.padded_tokens, "sentences": self.sentences,
                 "loss_sum": self.loss_sum, "window_s": self.window_s,
-                "step_times": self.step_times, "warmup_times": self.warmup_times}
+                "step_times": self.step_times, "warmup_times": self.warmup_times,
+                "compute_times": self.compute_times, "idle_steps": self.idle_steps,
+                "batches": self.batches}
 
 
-def summarize(ranks: list[dict], compute_ranks: list[int]) -> dict:
+def idle_times(ranks: list[dict], synchronous: bool = True) -> dict:
+    """Straggler cost: how long each computing rank waited for slower ranks' compute.
+
+    Synchronous strategies meet at every step, so a rank waits there for the slowest rank's
+    compute: its idle time in step s is max over ranks of compute(s) minus its own compute(s)
+    (a whole step without a batch waits the slowest rank's entire compute). Replicas that never
+    meet (``independent``) wait only once, at the end of the window: the most busy time of any
+    rank minus their own. Communication itself is not idle time.
+
+    Args:
+        ranks: the ``rank_summary`` of each computing rank.
+        synchronous: whether the strategy synchronises the ranks at every step.
+    """
+    if not ranks or not ranks[0].get("compute_times"):
+        return {}
+    if synchronous:
+        compute = np.array([r["compute_times"] for r in ranks])
+        idle = (compute.max(axis=0) - compute).sum(axis=1)
+    else:
+        busy = np.array([sum(r["step_times"]) for r in ranks])
+        idle = busy.max() - busy
+    steps = len(ranks[0]["compute_times"])
+    window = max(r["window_s"] for r in ranks)
+    per_rank = [{"rank": r["rank"], "idle_s": float(i), "idle_ms_per_step": 1e3 * float(i) / steps,
+                 "idle_steps": int(r.get("idle_steps", 0)), "batches": int(r.get("batches", 0)),
+                 "compute_s": float(sum(r["compute_times"]))}
+                for r, i in zip(ranks, idle, strict=True)]
+    return {"synchronous": synchronous, "steps": steps, "per_rank": per_rank,
+            "idle_ms_per_step": 1e3 * float(idle.mean()) / steps,
+            "idle_fraction": float(idle.sum()) / (len(ranks) * window) if window > 0 else 0.0,
+            "ranks_out_of_batches": [p["rank"] for p in per_rank if p["idle_steps"] > 0]}
+
+
+def summarize(ranks: list[dict], compute_ranks: list[int], synchronous: bool = True) -> dict:
     """Run-level figures from every rank's ``rank_summary``.
 
     words/s is the real tokens of all ranks over the longest rank's measured window, never a
-    rank's rate times N.
+    rank's rate times N. ``synchronous`` says whether the ranks meet at every step (see
+    ``idle_times``).
     """
     comp = [ranks[r] for r in compute_ranks]
     window = max(r["window_s"] for r in ranks)
@@ -112,8 +158,13 @@ def summarize(ranks: list[dict], compute_ranks: list[int]) -> dict:
                                  for r in comp],
         "sentences": sum(r["sentences"] for r in comp),
         "loss_tokens": loss_tokens,
+        "padded_tokens": padded,
         "padded_fraction": 1.0 - real / padded if padded else 0.0,
+        "idle": idle_times(comp, synchronous),
         "step_time": spread(job_steps),
+        # Medians of tenths of the measured steps: a long run's drift shows here.
+        "step_time_deciles": [float(np.median(c)) for c in np.array_split(job_steps, 10)
+                              if len(c)] if job_steps.size >= 10 else [],
         "warmup_time_s": max(sum(r["warmup_times"]) for r in ranks),
         "mean_loss": sum(r["loss_sum"] for r in comp) / loss_tokens if loss_tokens else None,
     }

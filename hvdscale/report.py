@@ -4,6 +4,12 @@ speedup_N = words/s with N workers / words/s with 1 worker (same model, implemen
 strategy); efficiency = 100 * speedup_N / N. Workers are the ranks that compute: all ranks, except
 under a dedicated parameter server, whose serve-only ranks are not counted (the table says so).
 Repeated points are summarised by their median.
+
+Each group is labelled with its scaling mode (the seed notes' two tests): weak scaling keeps the
+batch per rank fixed, so the global batch grows with the ranks; strong scaling fixes the global
+batch and divides it across ranks. Under each group a second table shows real vs padded tokens
+(with and without bucketing) and the straggler cost: the time ranks idle waiting for a slower
+rank's compute, and the ranks that ran out of batches in epoch-bounded runs.
 """
 
 from __future__ import annotations
@@ -39,12 +45,45 @@ class Point:
     placement: str
     speedup: float | None = None
     efficiency: float | None = None
+    tokens_per_batch: int = 0
+    real_tokens: int | None = None
+    token_slots: int | None = None
+    padded_pct: float | None = None
+    unbucketed_padded_pct: float | None = None
+    pad_to_max_padded_pct: float | None = None
+    idle_ms_per_step: float | None = None
+    idle_pct: float | None = None
+    idle_per_rank: str = ""
+    out_of_batches: str = ""
 
 
 def _group_key(rec: dict) -> tuple:
     k = rec["key"]
     return (k["name"], k["model"], k["framework"], k["rnn_impl"], k["scaling"],
-            k.get("bucketing", False))
+            k.get("bucketing", False), k.get("pad_to", "batch"), k.get("epochs", 0))
+
+
+def _median_of(recs: list[dict], get: Any) -> float | None:
+    """Median of ``get(rec)`` over the records where it is known."""
+    vals = []
+    for r in recs:
+        try:
+            v = get(r)
+        except (KeyError, TypeError, IndexError):
+            continue
+        if v is not None:
+            vals.append(v)
+    return statistics.median(vals) if vals else None
+
+
+def _idle_cells(rec: dict) -> tuple[str, str]:
+    """Per-rank idle (ms/step) and ranks out of batches (idle steps), from one record."""
+    idle = rec.get("idle") or {}
+    per_rank = idle.get("per_rank", [])
+    ms = " / ".join(f"r{p['rank']}: {p['idle_ms_per_step']:.1f}" for p in per_rank)
+    out = ", ".join(f"r{p['rank']}: {p['idle_steps']} of {idle.get('steps', '?')}"
+                    for p in per_rank if p.get("idle_steps"))
+    return ms, out or "none"
 
 
 def _strategy_label(rec: dict) -> str:
@@ -70,6 +109,7 @@ def collect(records: list[dict]) -> dict[tuple, dict[str, list[Point]]]:
             points = []
             for ranks, recs in sorted(per_ranks.items()):
                 wps = statistics.median(r["words_per_s"] for r in recs)
+                idle_ms, out_of = _idle_cells(recs[-1])
                 points.append(Point(
                     strategy=label, ranks=ranks, workers=recs[-1]["workers"],
                     batch_size=recs[-1]["key"]["batch_size"],
@@ -78,7 +118,18 @@ def collect(records: list[dict]) -> dict[tuple, dict[str, list[Point]]]:
                     words_per_s=wps, repeats=len(recs),
                     jitter_ms=statistics.median(r["step_time"]["jitter"] for r in recs) * 1e3,
                     placement=recs[-1]["config"]["strategy"]["ps"]["placement"]
-                    if label.startswith("ps") else ""))
+                    if label.startswith("ps") else "",
+                    tokens_per_batch=recs[-1]["key"].get("tokens_per_batch", 0),
+                    real_tokens=_median_of(recs, lambda r: r["padding"]["window"]["words"]),
+                    token_slots=_median_of(recs, lambda r: r["padding"]["window"]["slots"]),
+                    padded_pct=_median_of(recs, lambda r: 100 * r["padded_fraction"]),
+                    unbucketed_padded_pct=_median_of(
+                        recs, lambda r: 100 * r["padding"]["epoch_unbucketed"]["padded_fraction"]),
+                    pad_to_max_padded_pct=_median_of(
+                        recs, lambda r: 100 * r["padding"]["epoch_pad_to_max"]["padded_fraction"]),
+                    idle_ms_per_step=_median_of(recs, lambda r: r["idle"]["idle_ms_per_step"]),
+                    idle_pct=_median_of(recs, lambda r: 100 * r["idle"]["idle_fraction"]),
+                    idle_per_rank=idle_ms, out_of_batches=out_of))
             base = next((p for p in points if p.workers == 1), None)
             for p in points:
                 if base is not None:
@@ -92,12 +143,29 @@ def _fmt(x: float | None, spec: str) -> str:
     return "" if x is None else format(x, spec)
 
 
+SCALING_LABELS = {"weak": "weak scaling (fixed batch per rank, global batch grows)",
+                  "strong": "strong scaling (fixed global batch divided across ranks)"}
+
+
 def _title(group: tuple) -> str:
-    name, model, fw, impl, scaling, bucketing = group
+    name, model, fw, impl, scaling, bucketing, pad_to, epochs = group
     impl_name = {"fused": "fused kernel (cudnn_lstm-style)",
                  "loop": "step-by-step loop (dynamic_rnn-style)"}.get(impl, impl)
-    extra = ", bucketed" if bucketing else ""
-    return f"{name}: {model} / {fw} / {impl_name} / {scaling} scaling{extra}"
+    extra = ", length-bucketed" if bucketing else ""
+    extra += ", every batch padded to the max length" if pad_to == "max" else ""
+    extra += f", {epochs} epoch{'s' if epochs != 1 else ''} per run" if epochs else ""
+    return f"{name}: {model} / {fw} / {impl_name} / {SCALING_LABELS.get(scaling, scaling)}{extra}"
+
+
+def _batch_cells(p: Point, scaling: str) -> tuple[str, str]:
+    """(batch per rank, global batch) as the seed notes' tables show them."""
+    unit = " tok" if p.tokens_per_batch else ""
+    size = p.tokens_per_batch or p.batch_size
+    if scaling == "strong":
+        lo, hi = size // p.workers, -(-size // p.workers)
+        per = f"{lo}{unit}" if lo == hi else f"{lo}-{hi}{unit}"
+        return per, f"{size}{unit}"
+    return f"{size}{unit}", f"{size} x {p.workers} = {size * p.workers}{unit}"
 
 
 def markdown(points: dict[tuple, dict[str, list[Point]]]) -> str:
@@ -113,13 +181,16 @@ def markdown(points: dict[tuple, dict[str, list[Point]]]) -> str:
             buf.write(f"### {label}\n\n")
             if label == "ps-dedicated":
                 buf.write("Speedup and efficiency are over worker ranks (servers excluded).\n\n")
-            steps = pts[0].steps
-            buf.write(f"|Ranks|Workers|Batch size|Total time to process {steps} batches (s)|"
+            epochs = group[7]
+            span = (f"run {epochs} epoch{'s' if epochs != 1 else ''}" if epochs
+                    else f"process {pts[0].steps} batches")
+            buf.write(f"|Ranks|Workers|Batch per rank|Global batch|Total time to {span} (s)|"
                       "Processing speed (words/s)|Speedup ratio|Efficiency (%)|Step jitter (ms)|"
                       "Runs|\n")
-            buf.write("|:--|:--|:--|:--|:--|:--|:--|:--|:--|\n")
+            buf.write("|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|\n")
             for p in pts:
-                buf.write(f"|{p.ranks}|{p.workers}|{p.batch_size}|{p.time_s:.3f}|"
+                per, total = _batch_cells(p, group[4])
+                buf.write(f"|{p.ranks}|{p.workers}|{per}|{total}|{p.time_s:.3f}|"
                           f"{p.words_per_s:.1f}|"
                           f"{'' if p.workers == 1 else _fmt(p.speedup, '.2f')}|"
                           f"{_fmt(p.efficiency, '.1f')}|{p.jitter_ms:.2f}|{p.repeats}|\n")
@@ -127,7 +198,32 @@ def markdown(points: dict[tuple, dict[str, list[Point]]]) -> str:
                 buf.write("\n(no 1-worker run recorded: speedup cannot be computed)\n")
             buf.write("\n")
         buf.write(side_by_side(points[group], strategies))
+        buf.write(padding_and_idle(points[group], strategies))
     return buf.getvalue()
+
+
+def padding_and_idle(strategies: dict[str, list[Point]], order: list[str]) -> str:
+    """Real vs padded tokens (with and without bucketing) and the straggler idle time."""
+    rows = [p for s in order for p in strategies[s] if p.padded_pct is not None]
+    if not rows:
+        return ""
+    out = ["### Padding and straggler idle\n",
+           "Padding: share of token slots that are padding in the measured window; one epoch of "
+           "the same data batched without bucketing, and padded to the longest sentence, for "
+           "comparison. Idle: time a rank waits at a step for a slower rank's compute (a step "
+           "with no batch left waits the slowest rank's whole compute; independent replicas "
+           "only wait at the end of the window); mean over ranks.\n",
+           "|Strategy|Ranks|Real tokens|Token slots|Padding (%)|Unbucketed padding (%)|"
+           "Padded-to-max padding (%)|Idle per step (ms)|Idle (% of time)|"
+           "Idle per rank (ms/step)|Out of batches (steps)|",
+           "|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|"]
+    for p in rows:
+        out.append(f"|{p.strategy}|{p.ranks}|{_fmt(p.real_tokens, '.0f')}|"
+                   f"{_fmt(p.token_slots, '.0f')}|{_fmt(p.padded_pct, '.1f')}|"
+                   f"{_fmt(p.unbucketed_padded_pct, '.1f')}|{_fmt(p.pad_to_max_padded_pct, '.1f')}|"
+                   f"{_fmt(p.idle_ms_per_step, '.2f')}|{_fmt(p.idle_pct, '.1f')}|"
+                   f"{p.idle_per_rank}|{p.out_of_batches}|")
+    return "\n".join(out) + "\n\n"
 
 
 def side_by_side(strategies: dict[str, list[Point]], order: list[str]) -> str:
@@ -158,16 +254,19 @@ def side_by_side(strategies: dict[str, list[Point]], order: list[str]) -> str:
 def to_csv(points: dict[tuple, dict[str, list[Point]]]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["name", "model", "framework", "rnn_impl", "scaling", "bucketing", "strategy",
-                "ranks", "workers", "batch_size", "steps", "time_s", "words_per_s", "speedup",
-                "efficiency_pct", "step_jitter_ms", "runs"])
+    w.writerow(["name", "model", "framework", "rnn_impl", "scaling", "bucketing", "pad_to",
+                "epochs", "strategy", "ranks", "workers", "batch_size", "tokens_per_batch",
+                "steps", "time_s", "words_per_s", "speedup", "efficiency_pct", "step_jitter_ms",
+                "runs", "padded_pct", "unbucketed_padded_pct", "idle_ms_per_step", "idle_pct"])
     for group in sorted(points):
         for label, pts in sorted(points[group].items()):
             for p in pts:
-                w.writerow([*group, label, p.ranks, p.workers, p.batch_size, p.steps,
-                            f"{p.time_s:.4f}", f"{p.words_per_s:.2f}",
-                            _fmt(p.speedup, ".4f"), _fmt(p.efficiency, ".2f"),
-                            f"{p.jitter_ms:.3f}", p.repeats])
+                w.writerow([*group, label, p.ranks, p.workers, p.batch_size,
+                            p.tokens_per_batch, p.steps, f"{p.time_s:.4f}",
+                            f"{p.words_per_s:.2f}", _fmt(p.speedup, ".4f"),
+                            _fmt(p.efficiency, ".2f"), f"{p.jitter_ms:.3f}", p.repeats,
+                            _fmt(p.padded_pct, ".2f"), _fmt(p.unbucketed_padded_pct, ".2f"),
+                            _fmt(p.idle_ms_per_step, ".3f"), _fmt(p.idle_pct, ".2f")])
     return buf.getvalue()
 
 
@@ -179,8 +278,9 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def _slug(group: tuple) -> str:
-    name, model, fw, impl, scaling, bucketing = group
+    name, model, fw, impl, scaling, bucketing, pad_to, epochs = group
     s = f"{name}_{model}_{fw}_{impl}_{scaling}" + ("_bucketed" if bucketing else "")
+    s += ("_padmax" if pad_to == "max" else "") + (f"_{epochs}ep" if epochs else "")
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in s)
 
 
@@ -224,16 +324,34 @@ def plot_scaling(points: dict[tuple, dict[str, list[Point]]], out_dir: Path) -> 
     return written
 
 
+def _point_id(rec: dict) -> tuple:
+    cfg = rec.get("config")
+    return (rec.get("ranks"), repr(sorted(rec["key"].items())) if cfg is None else repr(cfg))
+
+
+def open_failures(records: list[dict]) -> list[dict]:
+    """Failed records not measured successfully later (same config and ranks): a sweep that
+    redoes a failed point should not go on reporting the old failure."""
+    last_ok = {_point_id(r): i for i, r in enumerate(records) if r.get("status") == "ok"}
+    return [r for i, r in enumerate(records)
+            if r.get("status") != "ok" and last_ok.get(_point_id(r), -1) < i]
+
+
+def _cell(text: str) -> str:
+    """One Markdown table cell: no newlines, no column breaks."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
 def write_report(results: str | Path, out: str | Path | None = None, plot: bool = False) -> str:
     """Read records under ``results``, write report.md, report.csv (and PNGs); return the md."""
     records = read_records(results)
     pts = collect(records)
-    failed = [r for r in records if r.get("status") != "ok"]
+    failed = open_failures(records)
     md = markdown(pts)
     if failed:
         md += "## Failed points\n\n|Strategy|Ranks|Reason|\n|:--|:--|:--|\n"
         for r in failed:
-            md += f"|{r['key']['strategy']}|{r['ranks']}|{r.get('error', '')[:200]}|\n"
+            md += f"|{r['key']['strategy']}|{r['ranks']}|{_cell(r.get('error', ''))[:200]}|\n"
         md += "\n"
     src = Path(results)
     out_dir = Path(out) if out else (src if src.is_dir() else src.parent)

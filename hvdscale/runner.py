@@ -133,7 +133,8 @@ def check_writable(out_dir: str | Path) -> None:
 
 def _train(cfg: RunConfig, world: World, fw: Any, out_dir: str | Path, started: str, intra: int,
            inter: int, hvd_env: dict[str, str], argv: list[str] | None) -> dict[str, Any] | None:
-    from hvdscale.data import BatchPlan, load_corpus, per_rank_batch_size
+    from hvdscale.data import load_corpus, make_plan
+    from hvdscale.schedule import make_schedule
     from hvdscale.strategies import make_strategy
 
     rank, size = world.rank, world.size
@@ -149,32 +150,34 @@ def _train(cfg: RunConfig, world: World, fw: Any, out_dir: str | Path, started: 
     src_vocab, tgt_vocab = _vocab_sizes(cfg, corpus)
     plan = None
     if strategy.computes:
-        plan = BatchPlan(corpus, cfg.data, cfg.model.kind,
-                         per_rank_batch_size(cfg.data, widx, nworkers), widx)
+        plan = make_plan(corpus, cfg.data, cfg.model.kind, widx, nworkers)
 
     maybe_fault(rank, "model")
     adapter = fw.TorchAdapter(cfg.model, cfg.optim, src_vocab, tgt_vocab)
     strategy.setup(adapter)
 
-    meter = StepMeter(cfg.measure.warmup_steps)
-    batches = plan.batches() if plan is not None else None
-    watchdog = StepWatchdog(cfg.measure.step_timeout_s, world, rank)
+    # Epoch mode: every rank agrees on the step count here; ranks out of batches get None.
+    schedule, batches = make_schedule(cfg.measure, plan, world)
+    meter = StepMeter(schedule.warmup_steps)
+    watchdog = StepWatchdog(cfg.measure.step_timeout_s, world, rank, lambda: strategy.phase)
     rss_first = None
     last_loss = 0.0
-    for step in range(-cfg.measure.warmup_steps, cfg.measure.steps):
+    for step in range(-schedule.warmup_steps, schedule.steps):
         if step == 0:
             world.barrier()
             meter.open_window()
-        batch = next(batches) if batches is not None else None
+        batch = next(batches)
         watchdog.start_step(step)
         meter.start_step()
         maybe_fault(rank, f"step:{step}")
+        computed = adapter.compute_s
         last_loss = strategy.step(batch)
+        computed = adapter.compute_s - computed
         if batch is not None:
             meter.end_step(step, batch.words, batch.loss_tokens, batch.padded_tokens,
-                           batch.sentences, last_loss)
+                           batch.sentences, last_loss, compute_s=computed)
         else:
-            meter.end_step(step, 0, 0, 0, 0, 0.0)
+            meter.end_step(step, 0, 0, 0, 0, 0.0, idle=strategy.computes)
         watchdog.end_step()
         if step == 0:
             rss_first = _current_rss_mb()
@@ -188,17 +191,36 @@ def _train(cfg: RunConfig, world: World, fw: Any, out_dir: str | Path, started: 
                 peak_rss_mb=_rss_mb(), rss_first_mb=rss_first, rss_last_mb=_current_rss_mb(),
                 fingerprint=adapter.fingerprint() if strategy.computes else None,
                 last_loss=last_loss,
-                last_tokens=batch.loss_tokens if batch is not None else 0)
+                last_tokens=batch.loss_tokens if batch is not None else 0,
+                padding_profile=plan.padding_profile() if plan is not None else None)
     gathered = world.allgather(mine)
     maybe_fault(rank, "results")
+    # Every rank must reach this point before the record is written: a failure anywhere up
+    # to here leaves no record of a run that did not complete.
+    world.barrier()
     if rank != 0:
         return None
     record = _record(cfg, world, strategy, adapter, gathered, started, intra, inter, hvd_env, argv,
-                     corpus.truncated, src_vocab, tgt_vocab)
+                     corpus.truncated, src_vocab, tgt_vocab, schedule)
     from hvdscale.results import append_record
 
     append_record(out_dir, record)
     return record
+
+
+def padding_summary(profiles: list[dict], words: int, slots: int) -> dict:
+    """Real tokens vs padded token slots: the measured window, and one epoch of every
+    computing rank's data batched as configured, without bucketing, and padded to the max."""
+    def frac(w: int, n: int) -> float:
+        return 1.0 - w / n if n else 0.0
+
+    out: dict[str, Any] = {"window": {"words": words, "slots": slots,
+                                      "padded_fraction": frac(words, slots)}}
+    for name in ("configured", "unbucketed", "pad_to_max"):
+        w = sum(p[name]["words"] for p in profiles)
+        n = sum(p[name]["slots"] for p in profiles)
+        out[f"epoch_{name}"] = {"words": w, "slots": n, "padded_fraction": frac(w, n)}
+    return out
 
 
 def _vocab_sizes(cfg: RunConfig, corpus: Any) -> tuple[int, int]:
@@ -219,11 +241,12 @@ def _vocab_sizes(cfg: RunConfig, corpus: Any) -> tuple[int, int]:
 
 def _record(cfg: RunConfig, world: World, strategy: Any, adapter: Any, ranks: list[dict],
             started: str, intra: int, inter: int, hvd_env: dict[str, str],
-            argv: list[str] | None, truncated: int, src_vocab: int, tgt_vocab: int) -> dict:
+            argv: list[str] | None, truncated: int, src_vocab: int, tgt_vocab: int,
+            schedule: Any) -> dict:
     from hvdscale.provenance import git_revision, versions
 
     compute = [r["rank"] for r in ranks if r["computes"]]
-    summary = summarize(ranks, compute)
+    summary = summarize(ranks, compute, strategy.synchronous)
     final_tokens = sum(r["last_tokens"] for r in ranks)
     return {
         "schema": 1,
@@ -236,7 +259,9 @@ def _record(cfg: RunConfig, world: World, strategy: Any, adapter: Any, ranks: li
         "key": {"model": cfg.model.kind, "framework": cfg.framework,
                 "rnn_impl": cfg.model.rnn_impl, "strategy": cfg.strategy.name,
                 "scaling": cfg.data.scaling, "batch_size": cfg.data.batch_size,
-                "bucketing": cfg.data.bucketing.enabled, "name": cfg.name},
+                "bucketing": cfg.data.bucketing.enabled,
+                "tokens_per_batch": cfg.data.bucketing.tokens_per_batch,
+                "pad_to": cfg.data.pad_to, "epochs": schedule.epochs, "name": cfg.name},
         "ranks": world.size,
         "workers": len(compute),
         "hosts": sorted({r["host"] for r in ranks}),
@@ -251,7 +276,11 @@ def _record(cfg: RunConfig, world: World, strategy: Any, adapter: Any, ranks: li
         "model_params": adapter.num_params,
         "vocab": {"src": src_vocab, "tgt": tgt_vocab},
         "truncated_sentences_rank0": truncated,
-        "measure": {"warmup_steps": cfg.measure.warmup_steps, "steps": cfg.measure.steps},
+        "measure": {"warmup_steps": schedule.warmup_steps, "steps": schedule.steps,
+                    "epochs": schedule.epochs,
+                    "batches_per_rank": list(schedule.batches_per_rank)},
+        "padding": padding_summary([r["padding_profile"] for r in ranks if r["computes"]],
+                                   summary["words"], summary["padded_tokens"]),
         "final_loss": (sum(r["last_loss"] for r in ranks) / final_tokens
                        if final_tokens else None),
         "fingerprints": [r["fingerprint"] for r in ranks],

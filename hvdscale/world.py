@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -67,10 +68,6 @@ class World:
     def bcast(self, obj: Any, root: int = 0) -> Any:
         raise NotImplementedError
 
-    def abort(self, code: int = 1) -> None:
-        """End every rank of the job now."""
-        raise NotImplementedError
-
     @property
     def cross_size(self) -> int:
         """Number of hosts (derived from the local size; exact when hosts have equal ranks)."""
@@ -109,9 +106,6 @@ class MPIWorld(World):
     def bcast(self, obj: Any, root: int = 0) -> Any:
         return self.comm.bcast(obj, root=root)
 
-    def abort(self, code: int = 1) -> None:
-        self.comm.Abort(code)
-
 
 class HorovodWorld(World):
     """World over Horovod's collectives (``horovod.torch``); needs ``hvd.init()`` done."""
@@ -143,10 +137,6 @@ class HorovodWorld(World):
     def bcast(self, obj: Any, root: int = 0) -> Any:
         return self.hvd.broadcast_object(obj, root_rank=root,  # hvd:
                                          name="hvdscale.world.bcast")
-
-    def abort(self, code: int = 1) -> None:
-        # horovodrun ends the other ranks once one exits non-zero.
-        os._exit(code)
 
 
 def init_horovod(env: dict[str, str]) -> None:
@@ -207,7 +197,19 @@ def thread_env(intra: int, mpi_yield: str, local_size: int) -> dict[str, str]:
 _ECHO_DELAY_S = 3.0
 
 
-def report_and_abort(exc: BaseException, world: World | None, rank: int) -> None:
+def abort_job(code: int) -> None:
+    """End every rank now, using no collective (the others may be inside one).
+
+    With MPI up, MPI_Abort makes the launcher kill the job; otherwise (``--gloo``, or before
+    MPI_Init) the non-zero exit does, as mpirun and horovodrun end a job when a rank fails.
+    """
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        mpi.COMM_WORLD.Abort(code)
+    os._exit(code)
+
+
+def report_and_abort(exc: BaseException, rank: int) -> None:
     """Print ``exc`` once, naming the rank, and end the whole job with a non-zero exit."""
     code = 2 if isinstance(exc, HvdscaleError) else 1
     if isinstance(exc, HvdscaleError):
@@ -220,26 +222,31 @@ def report_and_abort(exc: BaseException, world: World | None, rank: int) -> None
     sys.stderr.write(msg)
     sys.stderr.flush()
     sys.stdout.flush()
-    if world is not None and world.size > 1:
-        world.abort(code)
-    os._exit(code)
+    abort_job(code)
 
 
 class StepWatchdog:
-    """Ends the job when one step runs longer than ``timeout_s`` (a stuck or very slow rank)."""
+    """Ends the job when one step runs longer than ``timeout_s`` (a stuck or very slow rank).
 
-    def __init__(self, timeout_s: float, world: World, rank: int) -> None:
+    ``phase()`` says what this rank is doing: ``compute`` (its own forward/backward) or
+    ``communicate`` (waiting on the other ranks). The rank whose step overruns in ``compute`` is
+    the slow one and says so; ranks overrunning while waiting report after a grace period, so
+    the slow rank's message is the one shown when its watchdog can still run.
+    """
+
+    GRACE_S = 5.0
+
+    def __init__(self, timeout_s: float, world: World, rank: int,
+                 phase: Callable[[], str] = lambda: "compute") -> None:
         self.timeout_s = timeout_s
         self.world = world
         self.rank = rank
+        self.phase = phase
         self._deadline: float | None = None
         self._step = -1
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
         if timeout_s > 0:
-            self._thread = threading.Thread(target=self._watch, name="hvdscale-watchdog",
-                                            daemon=True)
-            self._thread.start()
+            threading.Thread(target=self._watch, name="hvdscale-watchdog", daemon=True).start()
 
     def start_step(self, step: int) -> None:
         with self._lock:
@@ -255,19 +262,30 @@ class StepWatchdog:
             self._deadline = None
             self.timeout_s = 0.0
 
+    def _late(self) -> tuple[bool, int]:
+        with self._lock:
+            late = self._deadline is not None and time.monotonic() > self._deadline
+            return late, self._step
+
     def _watch(self) -> None:
         while self.timeout_s > 0:
             time.sleep(min(1.0, self.timeout_s / 4))
-            with self._lock:
-                late = self._deadline is not None and time.monotonic() > self._deadline
-                step = self._step
-            if late:
-                sys.stderr.write(
-                    f"hvdscale: error (rank {self.rank}): step {step} took longer than "
-                    f"measure.step_timeout_s={self.timeout_s:g}s on rank {self.rank}; a rank is "
-                    "stuck or far slower than the others (ranks that finished their part wait "
-                    "in the collective). Ending the job.\n")
-                sys.stderr.flush()
-                if self.world.size > 1:
-                    self.world.abort(3)
-                os._exit(3)
+            late, step = self._late()
+            if not late:
+                continue
+            t = self.timeout_s
+            if self.phase() == "compute":
+                msg = (f"hvdscale: error (rank {self.rank}): rank {self.rank} is the slow rank: "
+                       f"step {step} has been computing on it for more than "
+                       f"measure.step_timeout_s={t:g}s; ending the job.\n")
+            else:
+                time.sleep(self.GRACE_S)  # let the slow rank name itself first
+                if not self._late()[0]:
+                    continue
+                msg = (f"hvdscale: error (rank {self.rank}): step {step}: rank {self.rank} has "
+                       f"waited more than measure.step_timeout_s={t:g}s for the other ranks; a "
+                       "rank that is not waiting is stuck (Horovod's stall warning, if shown, "
+                       "lists the missing ranks); ending the job.\n")
+            sys.stderr.write(msg)
+            sys.stderr.flush()
+            abort_job(3)

@@ -7,6 +7,7 @@ optimizer for a flat shard of parameters (the parameter server's, same math as `
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -65,6 +66,8 @@ class TorchAdapter:
                 p.grad = self.flat_grads[off : off + k].view_as(p)
                 off += k
         self.optimizer = make_optimizer(self.params, optim_cfg)
+        self.compute_s = 0.0
+        """Seconds spent in forward and backward so far (waits inside ``scale`` excluded)."""
 
     @property
     def num_params(self) -> int:
@@ -91,10 +94,17 @@ class TorchAdapter:
         """Backward of ``scale`` x the batch's summed token loss; returns the unscaled loss.
 
         ``scale`` may be a callable, evaluated between forward and backward, so a strategy can
-        overlap the global token count's allreduce with the forward pass.
+        overlap the global token count's allreduce with the forward pass. The time of forward
+        and backward, without the wait inside ``scale``, is added to ``compute_s``: the rank's
+        own work, against which its idle time at the step's synchronisation is measured.
         """
+        t0 = time.perf_counter()
         loss, _ = self.model(**self.tensors(batch))
-        (loss * (scale() if callable(scale) else scale)).backward()
+        t1 = time.perf_counter()
+        factor = scale() if callable(scale) else scale
+        t2 = time.perf_counter()
+        (loss * factor).backward()
+        self.compute_s += (t1 - t0) + (time.perf_counter() - t2)
         self._check_grad_views()
         return float(loss.detach())
 

@@ -26,18 +26,27 @@ class Strategy:
     """One synchronous training step per call, the same for every strategy.
 
     ``computes`` is False on ranks that only serve (a dedicated parameter server): they take
-    part in ``step`` without a batch.
+    part in ``step`` without a batch. A rank that computes also gets no batch (None) once it
+    has run out of batches in an epoch-bounded run (``hvdscale.schedule``): it still takes part
+    in the step, contributing zero gradient and zero tokens, so the update stays the exact
+    token-weighted update of the batches that exist and no other rank waits for it in vain.
     """
+
+    synchronous = True
+    """Whether ranks meet at every step (False: replicas never wait for each other)."""
 
     name = "base"
     computes = True
+    phase = "compute"
+    """``compute`` or ``communicate``: what this rank is doing now (read by the watchdog)."""
 
     def setup(self, adapter: Adapter) -> None:
         """Bring every replica to the same starting point."""
         self.adapter = adapter
 
     def step(self, batch: Batch | None) -> float:
-        """Train on ``batch`` (None on serve-only ranks); returns this rank's summed loss."""
+        """Train on ``batch`` (None: no batch on this rank this step); returns this rank's
+        summed loss (0.0 without a batch)."""
         raise NotImplementedError
 
     def info(self) -> dict[str, Any]:

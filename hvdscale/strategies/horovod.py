@@ -67,19 +67,43 @@ class HorovodTorch(Strategy):
     def step(self, batch: Batch | None) -> float:
         import torch
 
-        assert batch is not None
         hvd = self.hvd
-        tokens = torch.tensor([float(batch.loss_tokens)], dtype=torch.float64)
+        own_tokens = float(batch.loss_tokens) if batch is not None else 0.0
+        tokens = torch.tensor([own_tokens], dtype=torch.float64)
         handle = hvd.allreduce_async(tokens, op=hvd.Sum, name="hvdscale.tokens")  # hvd:
+        if batch is None:
+            return self._idle_step(handle)
         numerator = float(self.size) if self.op == hvd.Average else 1.0
 
         def scale() -> float:
-            return numerator / float(hvd.synchronize(handle))  # hvd:
+            self.phase = "communicate"
+            total = float(hvd.synchronize(handle))  # hvd:
+            self.phase = "compute"
+            return numerator / total
 
+        self.phase = "compute"
         self.adapter.zero_grad()
         loss = self.adapter.forward_backward(batch, scale)
+        self.phase = "communicate"
         self.optimizer.step()  # hvd: waits for the gradient allreduces, then updates
+        self.phase = "compute"
         return loss
+
+    def _idle_step(self, tokens_handle: Any) -> float:
+        """Take part in a step without a batch: zero tokens, zero gradient.
+
+        No backward runs, so no gradient hook fires; ``DistributedOptimizer.step()`` then
+        allreduces every gradient itself (under the same names the hooks use) and the other
+        ranks' allreduces complete. Summing zeros is exact, and the optimizer step that follows
+        is the same on every rank, so replicas and optimizer state stay identical.
+        """
+        self.phase = "communicate"
+        total = float(self.hvd.synchronize(tokens_handle))  # hvd:
+        self.adapter.zero_grad()
+        if total > 0:  # all ranks see the same total: with no batch anywhere, all skip
+            self.optimizer.step()  # hvd: allreduces the zero gradients, then updates
+        self.phase = "compute"
+        return 0.0
 
     def info(self) -> dict[str, Any]:
         return {"name": self.name, "op": self.cfg.op, "compression": self.cfg.compression,

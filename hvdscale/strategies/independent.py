@@ -10,9 +10,11 @@ class Independent(Strategy):
     """Each rank trains its own replica on its own batches (token-averaged locally)."""
 
     name = "independent"
+    synchronous = False
 
     def step(self, batch: Batch | None) -> float:
-        assert batch is not None
+        if batch is None:  # out of batches: nothing to do, and nobody waits for this rank
+            return 0.0
         self.adapter.zero_grad()
         loss = self.adapter.forward_backward(batch, 1.0 / batch.loss_tokens)
         self.adapter.step()

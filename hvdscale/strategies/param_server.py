@@ -60,6 +60,7 @@ class ParameterServer(Strategy):
         self.worker_index = self.workers.index(self.rank) if self.computes else 0
         self.num_workers = len(self.workers)
         self.comm_times: list[float] = []
+        self.server_compute_times: list[float] = []
 
     def setup(self, adapter: Adapter) -> None:
         super().setup(adapter)
@@ -101,23 +102,31 @@ class ParameterServer(Strategy):
                     reqs.append(self.comm.Irecv(self.recv[i], source=w, tag=GRAD_TAG))
                     reqs.append(self.comm.Irecv(self.tokens_in[i], source=w, tag=TOKENS_TAG))
                 self.MPI.Request.Waitall(reqs)
+                t = time.perf_counter()
                 total_tokens = float(self.tokens_in.sum())
                 # Sum in worker order, then one division: the token-weighted mean gradient.
-                np.sum(self.recv, axis=0, out=self.opt.grad)
-                self.opt.grad /= total_tokens
-                self.opt.step()
+                # No tokens at all (no worker had a batch): no update, as one process would do.
+                if total_tokens > 0:
+                    np.sum(self.recv, axis=0, out=self.opt.grad)
+                    self.opt.grad /= total_tokens
+                    self.opt.step()
+                self.server_compute_times.append(time.perf_counter() - t)
             self.MPI.Request.Waitall(self._server_push_params())
         self.MPI.Request.Waitall(worker_reqs)
 
     def step(self, batch: Batch | None) -> float:
         loss = 0.0
+        self.phase = "compute"
         if self.computes:
-            assert batch is not None
+            # A worker without a batch pushes zero gradients and zero tokens: exact.
             self.adapter.zero_grad()
-            loss = self.adapter.forward_backward(batch, 1.0)
-            self.tokens_out[0] = batch.loss_tokens
+            if batch is not None:
+                loss = self.adapter.forward_backward(batch, 1.0)
+            self.tokens_out[0] = batch.loss_tokens if batch is not None else 0
         t = time.perf_counter()
+        self.phase = "communicate"
         self._exchange(push=True)
+        self.phase = "compute"
         self.comm_times.append(time.perf_counter() - t)
         return loss
 
@@ -128,4 +137,6 @@ class ParameterServer(Strategy):
                 "num_servers": len(self.servers), "servers": self.servers,
                 "workers": self.workers,
                 "bytes_per_server": [(hi - lo) * itemsize for lo, hi in self.shards],
-                "comm_time_median_s": float(np.median(ct))}
+                "comm_time_median_s": float(np.median(ct)),
+                "server_update_median_s": float(np.median(self.server_compute_times))
+                if self.server_compute_times else None}

@@ -90,7 +90,10 @@ def test_report_speedup_efficiency_and_tables(tmp_path: Path) -> None:
     ps3 = pts[group]["ps-dedicated"][1]
     assert ps3.workers == 2 and ps3.speedup == pytest.approx(1.5)
     md = write_report(tmp_path, plot=True)
-    assert "|Ranks|Workers|Batch size|Total time to process 20 batches (s)|" in md
+    assert ("|Ranks|Workers|Batch per rank|Global batch|Total time to process 20 batches (s)|"
+            in md)
+    assert "weak scaling (fixed batch per rank, global batch grows)" in md
+    assert "|32|32 x 2 = 64|" in md
     assert "over worker ranks" in md and "horovod / independent" in md
     assert (tmp_path / "report.csv").read_text().count("\n") == 1 + 6
     pngs = list(tmp_path.glob("scaling_*.png"))

@@ -1,0 +1,69 @@
+"""End-to-end words/s of horovod, ps and independent at np=N on one config, side by side.
+
+Each repeat launches the three strategies back to back (order rotated every repeat) with
+``mpirun -np N hvdscale run``, so machine noise spreads over all of them; medians over repeats
+and the ratios of medians are reported. Records go to a scratch results directory.
+
+    python bench/bench_strategies.py --np 2 --repeats 5 [--config configs/demo.yaml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+STRATEGIES = ("independent", "horovod", "ps")
+
+
+def run_point(config: str, np_: int, strategy: str, out: str, extra: list[str]) -> dict:
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "TF_CPP_MIN_LOG_LEVEL": "2"}
+    cmd = ["mpirun", "-np", str(np_), "hvdscale", "run", config, "--out", out,
+           "--set", f"strategy.name={strategy}", *extra]
+    subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, timeout=600)
+    lines = Path(out, "results.jsonl").read_text().splitlines()
+    return json.loads(lines[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", default="configs/demo.yaml")
+    ap.add_argument("--np", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--set", action="append", default=[])
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    extra = [x for kv in args.set for x in ("--set", kv)]
+    wps: dict[str, list[float]] = {s: [] for s in STRATEGIES}
+    step_ms: dict[str, list[float]] = {s: [] for s in STRATEGIES}
+    with tempfile.TemporaryDirectory() as out:
+        for r in range(args.repeats):
+            order = STRATEGIES[r % 3:] + STRATEGIES[: r % 3]
+            for s in order:
+                rec = run_point(args.config, args.np, s, out, extra)
+                wps[s].append(rec["words_per_s"])
+                step_ms[s].append(rec["step_time"]["median"] * 1e3)
+                print(f"repeat {r + 1}/{args.repeats} {s:12s} words/s={rec['words_per_s']:.0f}",
+                      file=sys.stderr, flush=True)
+    med = {s: statistics.median(v) for s, v in wps.items()}
+    result = {"config": args.config, "np": args.np, "repeats": args.repeats, "set": args.set,
+              "median_words_per_s": med,
+              "median_step_ms": {s: statistics.median(v) for s, v in step_ms.items()},
+              "all_words_per_s": wps,
+              "horovod_over_independent": med["horovod"] / med["independent"],
+              "ps_over_independent": med["ps"] / med["independent"],
+              "ps_over_horovod": med["ps"] / med["horovod"]}
+    print(json.dumps(result, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

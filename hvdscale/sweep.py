@@ -1,0 +1,450 @@
+"""``hvdscale sweep``: every (ranks, strategy) point as its own launch, then the report.
+
+A sweep is planned and checked completely before the first launch: the config (with every
+strategy applied), the rank counts, the launcher and the hostfile's slots. Bad input therefore
+costs one error line and leaves earlier results as they were. Each point then runs as one
+``mpirun``/``horovodrun``/``srun`` subprocess with a time limit; its ranks write the usual
+record. A point that fails (non-zero exit, time limit, no record) gets a ``status: failed``
+record with the last lines of its stderr, and the sweep goes on. Points whose ``ok`` record is
+already in the results directory (same config, same ranks) are skipped unless ``redo``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hvdscale.config import STRATEGIES, RunConfig, load_config, to_dict
+from hvdscale.errors import HvdscaleError
+from hvdscale.hostfile import Hostfile, parse_hostfile, write_hostfile
+from hvdscale.results import append_record, check_writable, read_records, results_path
+
+LAUNCHERS = ("mpirun", "horovodrun", "srun")
+
+# What remote ranks need from the launching shell. mpirun starts remote ranks through ssh with
+# the remote login's environment, so these travel with ``-x``; horovodrun already exports the
+# whole environment and srun does by default (--export=ALL). OMPI_MCA_* need no -x: mpirun
+# forwards MCA parameters itself, and the runner sets mpi_yield_when_idle per process.
+EXPORT_VARS = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONUNBUFFERED", "VIRTUAL_ENV",
+               "PYENV_VERSION", "CONDA_PREFIX", "TF_CPP_MIN_LOG_LEVEL")
+EXPORT_PREFIXES = ("HOROVOD_", "HVDSCALE_", "NCCL_")
+
+# mpirun's closing boilerplate says nothing about why a rank failed; left out of the error.
+_BOILERPLATE = re.compile(
+    r"^(-{5,}|Primary job +terminated|a non-zero exit code|Per user-direction|"
+    r"mpirun (detected|noticed|has exited)|Process name:|Exit code:|\[[\w.-]+:\d+\] \d+ more|"
+    r"Set MCA parameter|srun: (error: )?(Job step aborted|.*Terminating|Force Terminated))")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One launch of the sweep: a strategy at a rank count, with its resolved config."""
+
+    index: int
+    strategy: str
+    ranks: int
+    cfg: RunConfig
+
+    @property
+    def label(self) -> str:
+        return f"{self.strategy} np={self.ranks}"
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """Everything a sweep needs, validated by :func:`plan_sweep`."""
+
+    config: Path
+    overrides: tuple[str, ...]
+    points: tuple[Point, ...]
+    launcher: str
+    out: Path
+    hostfile: Hostfile | None = None
+    network_interfaces: str | None = None
+    launcher_args: tuple[str, ...] = ()
+    timeout_s: float = 900.0
+    redo: bool = False
+
+
+@dataclass
+class Outcome:
+    """What became of one point."""
+
+    point: Point
+    status: str  # "ok", "skipped" or "failed"
+    seconds: float = 0.0
+    words_per_s: float | None = None
+    error: str = ""
+    log: Path | None = None
+
+
+@dataclass
+class SweepResult:
+    """All outcomes, in launch order."""
+
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.status == "failed"]
+
+
+# --- parsing and planning (nothing launches here) -----------------------------------------
+
+def parse_np(text: str) -> list[int]:
+    """``"1,2,4"`` -> ``[1, 2, 4]`` (sorted, without repeats).
+
+    Raises:
+        HvdscaleError: an empty list or an entry that is not a positive integer.
+    """
+    items = [t.strip() for t in str(text).split(",")]
+    if not any(items):
+        raise HvdscaleError("--np needs a comma-separated list of positive rank counts, "
+                            "e.g. --np 1,2,4 (got an empty list)")
+    out = set()
+    for t in items:
+        if not t.isdigit() or int(t) < 1:
+            raise HvdscaleError(f"--np entries must be positive integers, e.g. --np 1,2,4 "
+                                f"(got {t!r} in {text!r})")
+        out.add(int(t))
+    return sorted(out)
+
+
+def parse_strategies(text: str) -> list[str]:
+    """``"horovod,ps"`` -> ``["horovod", "ps"]`` (given order, without repeats).
+
+    Raises:
+        HvdscaleError: an empty list or an unknown strategy.
+    """
+    out: list[str] = []
+    for t in (s.strip() for s in str(text).split(",")):
+        if t not in STRATEGIES:
+            raise HvdscaleError(f"--strategies: unknown strategy {t!r}; choose from "
+                                f"{', '.join(STRATEGIES)}")
+        if t not in out:
+            out.append(t)
+    return out
+
+
+def _local_slots(launcher: str, env: Mapping[str, str]) -> tuple[int, str]:
+    """Ranks a launch without a hostfile can hold here, and where that number comes from."""
+    if env.get("SLURM_JOB_ID"):
+        # Inside an allocation srun and mpirun both place ranks on the allocation's tasks.
+        ntasks = env.get("SLURM_NTASKS") or env.get("SLURM_NPROCS") or ""
+        if ntasks.isdigit() and launcher != "horovodrun":
+            return int(ntasks), f"the SLURM allocation's SLURM_NTASKS={ntasks}"
+    from hvdscale.world import cores_on_host
+
+    n = cores_on_host()
+    return n, f"this host's {n} cores"
+
+
+def plan_sweep(config: str | Path, np: str | list[int], strategies: str | list[str],
+               launcher: str = "mpirun", hostfile: str | Path | None = None,
+               out: str | Path = "results", overrides: list[str] | tuple[str, ...] = (),
+               network_interfaces: str | None = None, launcher_args: str | list[str] = (),
+               timeout_s: float = 900.0, redo: bool = False,
+               env: Mapping[str, str] | None = None, check_out: bool = True) -> SweepSpec:
+    """Check every input of a sweep and list its points; launches nothing.
+
+    Args:
+        config: YAML run config.
+        np: rank counts, as a list or ``"1,2,4"``.
+        strategies: strategy names, as a list or ``"horovod,ps,independent"``.
+        launcher: ``mpirun``, ``horovodrun`` or ``srun``.
+        hostfile: ``HOST slots=N`` file (mpirun and horovodrun only).
+        out: results directory.
+        overrides: ``--set key=value`` strings applied to every point.
+        network_interfaces: NIC name(s) the ranks talk over (mpirun and horovodrun).
+        launcher_args: extra launcher arguments (a shell-quoted string or a list).
+        timeout_s: time limit of one point.
+        redo: launch points even when an ok record exists.
+        env: environment to judge SLURM and PATH by (default: ``os.environ``).
+        check_out: prove the results directory writable.
+
+    Returns:
+        The validated sweep.
+
+    Raises:
+        HvdscaleError: one clear message for the first bad input.
+    """
+    env = os.environ if env is None else env
+    if launcher not in LAUNCHERS:
+        raise HvdscaleError(f"unknown launcher {launcher!r}; choose from {', '.join(LAUNCHERS)}")
+    nps = parse_np(",".join(map(str, np)) if isinstance(np, list) else np)
+    names = parse_strategies(",".join(strategies) if isinstance(strategies, list) else strategies)
+    if not isinstance(timeout_s, int | float) or timeout_s <= 0:
+        raise HvdscaleError(f"--timeout must be a positive number of seconds (got {timeout_s})")
+    cfg_path = Path(config)
+    cfgs = {s: load_config(cfg_path, [*overrides, f"strategy.name={s}"]) for s in names}
+
+    hosts = None
+    if hostfile is not None:
+        if launcher == "srun":
+            raise HvdscaleError("--hostfile does not apply to srun, which places ranks on the "
+                                "SLURM allocation; use --launcher mpirun or horovodrun with it")
+        hosts = parse_hostfile(hostfile)
+        hosts.check_ranks(max(nps))
+    else:
+        slots, where = _local_slots(launcher, env)
+        if max(nps) > slots:
+            raise HvdscaleError(f"--np {max(nps)} is more ranks than {where}; pass --hostfile "
+                                f"with enough slots (e.g. 'localhost slots={max(nps)}' to "
+                                "oversubscribe on purpose)")
+    if shutil.which(launcher, path=env.get("PATH")) is None:
+        raise HvdscaleError(f"launcher {launcher!r} is not on PATH")
+    extra = shlex.split(launcher_args) if isinstance(launcher_args, str) else list(launcher_args)
+    if check_out:
+        check_writable(out)
+    points = []
+    for n in nps:  # all strategies at one rank count, smallest first: baselines come first
+        for s in names:
+            points.append(Point(len(points) + 1, s, n, cfgs[s]))
+    return SweepSpec(config=cfg_path.resolve(), overrides=tuple(overrides), points=tuple(points),
+                     launcher=launcher, out=Path(out).resolve(), hostfile=hosts,
+                     network_interfaces=network_interfaces, launcher_args=tuple(extra),
+                     timeout_s=float(timeout_s), redo=redo)
+
+
+# --- records --------------------------------------------------------------------------------
+
+def point_key(cfg: RunConfig) -> dict[str, Any]:
+    """The record key the runner writes for ``cfg`` (hvdscale.runner._record), so a failed
+    point sits in the same report group as its successful neighbours."""
+    return {"model": cfg.model.kind, "framework": cfg.framework, "rnn_impl": cfg.model.rnn_impl,
+            "strategy": cfg.strategy.name, "scaling": cfg.data.scaling,
+            "batch_size": cfg.data.batch_size, "bucketing": cfg.data.bucketing.enabled,
+            "tokens_per_batch": cfg.data.bucketing.tokens_per_batch, "pad_to": cfg.data.pad_to,
+            "epochs": getattr(cfg.measure, "epochs", 0), "name": cfg.name}
+
+
+def point_workers(cfg: RunConfig, ranks: int) -> int:
+    """Ranks that compute: all, except a dedicated parameter server's serve-only ranks."""
+    ps = cfg.strategy.ps
+    if cfg.strategy.name == "ps" and ps.placement == "dedicated":
+        return max(0, ranks - ps.num_servers)
+    return ranks
+
+
+def _matches(rec: dict[str, Any], point: Point) -> bool:
+    # Same resolved config and ranks: a changed setting (steps, batch, model) is a new point.
+    # The config decides the key, so the key needs no comparison of its own.
+    return rec.get("ranks") == point.ranks and rec.get("config") == to_dict(point.cfg)
+
+
+def recorded(records: list[dict[str, Any]], point: Point) -> dict[str, Any] | None:
+    """The latest ok record of ``point`` among ``records``, or None."""
+    hits = [r for r in records if r.get("status") == "ok" and _matches(r, point)]
+    return hits[-1] if hits else None
+
+
+def _read(out: Path) -> list[dict[str, Any]]:
+    return read_records(results_path(out)) if results_path(out).exists() else []
+
+
+# --- launch commands ---------------------------------------------------------------------------
+
+def run_argv(spec: SweepSpec, point: Point) -> list[str]:
+    """The ``hvdscale run`` command every rank of ``point`` executes."""
+    sets = [a for o in spec.overrides for a in ("--set", o)]
+    # The interpreter running the sweep runs the ranks too (same install on every host);
+    # strategy.name comes last so it wins over a --set of it.
+    return [sys.executable, "-m", "hvdscale", "run", str(spec.config), *sets,
+            "--set", f"strategy.name={point.strategy}", "--out", str(spec.out)]
+
+
+def _exports(env: Mapping[str, str]) -> list[str]:
+    names = sorted(k for k in env if k in EXPORT_VARS or k.startswith(EXPORT_PREFIXES))
+    return [a for k in names for a in ("-x", k)]
+
+
+def launch_command(spec: SweepSpec, point: Point, hostfile_path: Path | None = None,
+                   env: Mapping[str, str] | None = None) -> list[str]:
+    """The launcher command line of ``point``.
+
+    Args:
+        spec: the sweep.
+        point: the point to launch.
+        hostfile_path: the clean copy of the sweep's hostfile (see ``write_hostfile``).
+        env: environment whose variables mpirun forwards with ``-x``.
+    """
+    env = os.environ if env is None else env
+    n = str(point.ranks)
+    nics = spec.network_interfaces
+    if spec.launcher == "mpirun":
+        # Same placement as horovodrun's: no binding (each rank's compute, Horovod and MPI
+        # progress threads share the host's cores), ranks filled host by host.
+        cmd = ["mpirun", "-np", n, "--bind-to", "none", "--map-by", "slot"]
+        if os.geteuid() == 0:
+            cmd.append("--allow-run-as-root")
+        if hostfile_path is not None:
+            cmd += ["--hostfile", str(hostfile_path)]
+        if nics:
+            cmd += ["--mca", "btl_tcp_if_include", nics, "--mca", "oob_tcp_if_include", nics]
+        cmd += _exports(env)
+    elif spec.launcher == "horovodrun":
+        # --mpi: the ps strategy and the harness's barriers need an MPI job (not --gloo).
+        cmd = ["horovodrun", "--mpi", "-np", n]
+        if hostfile_path is not None:
+            cmd += ["-hostfile", str(hostfile_path)]
+        else:
+            cmd += ["-H", f"localhost:{n}"]
+        if nics:
+            # Without it horovodrun probes every host for a common routable interface.
+            cmd += ["--network-interfaces", nics]
+    else:
+        cmd = ["srun", "--mpi=pmix", "-n", n, "--kill-on-bad-exit=1", "--cpu-bind=none"]
+    return [*cmd, *spec.launcher_args, *run_argv(spec, point)]
+
+
+def launch_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment of the launcher process: unbuffered ranks, root allowed when root."""
+    out = dict(os.environ if env is None else env)
+    out.setdefault("PYTHONUNBUFFERED", "1")
+    if os.geteuid() == 0:
+        # horovodrun's own `mpirun --version` probe and nested launches need these too.
+        out.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        out.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    return out
+
+
+# --- running -----------------------------------------------------------------------------------
+
+def _kill_tree(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """End a launch: its process group and every descendant, TERM first, then KILL."""
+    import psutil
+
+    try:
+        family = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        family = []
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        for p in family:  # launchers may start helpers in their own process groups
+            try:
+                p.send_signal(sig)
+            except psutil.NoSuchProcess:
+                pass
+        try:
+            proc.wait(timeout=grace_s)
+            _, alive = psutil.wait_procs(family, timeout=1.0)
+            if not alive:
+                return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def error_summary(stderr: str, max_lines: int = 3) -> str:
+    """The last telling lines of a failed launch's stderr, joined on one line."""
+    lines = [ln.strip() for ln in stderr.splitlines()]
+    lines = [re.sub(r"^\[\d+,\d+\]<std(err|out)>:", "", ln).strip() for ln in lines]
+    lines = [ln for ln in lines if ln and not _BOILERPLATE.match(ln)]
+    # hvdscale's fail-fast prints "hvdscale: error: ..." once; that line says it all.
+    errs = [ln for ln in lines if "hvdscale: error" in ln or "Error:" in ln or "error:" in ln]
+    pick = errs[-1:] if errs else lines[-max_lines:]
+    return " / ".join(pick)[:500] or "(no stderr)"
+
+
+def _log_base(spec: SweepSpec, point: Point) -> Path:
+    name = re.sub(r"[^\w.-]", "-", point.cfg.name)
+    return spec.out / "logs" / f"{name}_{point.strategy}_np{point.ranks}"
+
+
+def run_point(spec: SweepSpec, point: Point, hostfile_path: Path | None = None) -> Outcome:
+    """Launch one point, wait for it (up to the time limit), and record a failure."""
+    base = _log_base(spec, point)
+    base.parent.mkdir(parents=True, exist_ok=True)
+    cmd = launch_command(spec, point, hostfile_path)
+    env = launch_env()
+    before = len(_read(spec.out))
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    t0 = time.monotonic()
+    out_log, err_log = base.with_suffix(".stdout"), base.with_suffix(".stderr")
+    timed_out = False
+    with open(out_log, "wb") as fo, open(err_log, "wb") as fe:
+        fo.write(("$ " + shlex.join(cmd) + "\n").encode())
+        fo.flush()
+        # Own session: a time limit or Ctrl-C ends the launcher and all its ranks together.
+        proc = subprocess.Popen(cmd, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL, env=env,
+                                start_new_session=True)
+        try:
+            rc = proc.wait(timeout=spec.timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_tree(proc)
+            rc = proc.returncode
+        except BaseException:
+            _kill_tree(proc, grace_s=5.0)
+            raise
+    seconds = time.monotonic() - t0
+    new = _read(spec.out)[before:]
+    rec = next((r for r in reversed(new) if r.get("status") == "ok" and _matches(r, point)),
+               None)
+    if rec is not None and not timed_out:
+        return Outcome(point, "ok", seconds, rec["words_per_s"], log=out_log)
+    stderr = err_log.read_text(errors="replace")
+    if timed_out:
+        error = f"timed out after {spec.timeout_s:g} s (no record written); ended the launch"
+    elif rc == 0:
+        error = "launch exited 0 but wrote no record: " + error_summary(stderr)
+    else:
+        error = f"exit {rc}: " + error_summary(stderr)
+    append_record(spec.out, {
+        "schema": 1, "status": "failed", "name": point.cfg.name, "started": started,
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "key": point_key(point.cfg), "ranks": point.ranks,
+        "workers": point_workers(point.cfg, point.ranks), "config": to_dict(point.cfg),
+        "launcher": spec.launcher, "command": cmd, "returncode": rc, "timed_out": timed_out,
+        "seconds": round(seconds, 3), "error": error,
+        "stderr_tail": stderr.splitlines()[-20:], "log": str(err_log)})
+    return Outcome(point, "failed", seconds, error=error, log=err_log)
+
+
+def run_sweep(spec: SweepSpec, say: Callable[[str], None] = print) -> SweepResult:
+    """Run every point of ``spec`` in order, one progress line per point."""
+    result = SweepResult()
+    total = len(spec.points)
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="hvdscale-sweep-") as tmp:
+        hf = write_hostfile(spec.hostfile, Path(tmp) / "hostfile") if spec.hostfile else None
+        for point in spec.points:
+            head = f"[{point.index}/{total}] {point.label}"
+            done = None if spec.redo else recorded(_read(spec.out), point)
+            if done is not None:
+                o = Outcome(point, "skipped", 0.0, done["words_per_s"])
+                say(f"{head}: skipped, already recorded {o.words_per_s:.1f} words/s "
+                    f"(--redo measures it again)")
+            else:
+                o = run_point(spec, point, hf)
+                elapsed = time.monotonic() - t0
+                if o.status == "ok":
+                    say(f"{head}: ok {o.words_per_s:.1f} words/s in {o.seconds:.1f} s "
+                        f"(elapsed {elapsed:.0f} s)")
+                else:
+                    say(f"{head}: FAILED after {o.seconds:.1f} s (elapsed {elapsed:.0f} s): "
+                        f"{o.error} [log: {o.log}]")
+            result.outcomes.append(o)
+    return result
+
+
+def dry_run(spec: SweepSpec, say: Callable[[str], None] = print) -> None:
+    """Print each point's launch command; launch nothing."""
+    hf = spec.hostfile.path if spec.hostfile else None  # the launch uses a clean copy of it
+    for point in spec.points:
+        say(f"[{point.index}/{len(spec.points)}] {point.label}: "
+            f"{shlex.join(launch_command(spec, point, hf))}")

@@ -1,0 +1,127 @@
+"""Fail-fast for real on 2 ranks: an exception, a SIGKILL, a Ctrl-C or a stuck rank anywhere
+ends the whole job promptly, non-zero, with one clear message, and never touches earlier records.
+
+Faults are injected through HVDSCALE_FAULT="RANK:POINT" (hvdscale/runner.py), read only here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE_ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+            "TF_CPP_MIN_LOG_LEVEL": "2"}
+SMALL = ["--set", "measure.warmup_steps=2", "--set", "measure.steps=6",
+         "--set", "data.synthetic.sentences_per_rank=128"]
+EARLIER = {"status": "ok", "earlier": True, "note": "must survive every failure"}
+LAUNCHERS = {
+    "mpirun": ["mpirun", "-np", "2"],
+    "horovodrun-gloo": ["horovodrun", "-np", "2", "--gloo"],
+    "horovodrun-mpi": ["horovodrun", "-np", "2"],
+}
+
+
+def _seed_results(out: Path) -> str:
+    out.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(EARLIER) + "\n"
+    (out / "results.jsonl").write_text(text)
+    return text
+
+
+def _launch(launcher: str, out: Path, fault: str, *extra: str,
+            timeout: float = 90) -> tuple[subprocess.CompletedProcess, float]:
+    env = {**BASE_ENV, "HVDSCALE_FAULT": fault}
+    cmd = [*LAUNCHERS[launcher], "hvdscale", "run", "configs/demo.yaml", "--out", str(out),
+           *SMALL, *extra]
+    t = time.monotonic()
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    return r, time.monotonic() - t
+
+
+@pytest.mark.parametrize("launcher,fault", [
+    ("mpirun", "1:config"), ("mpirun", "1:data"), ("mpirun", "0:model"),
+    ("mpirun", "1:step:3"), ("mpirun", "1:step:-1"), ("mpirun", "1:results"),
+    ("mpirun", "0:results"), ("horovodrun-gloo", "1:step:3"), ("horovodrun-gloo", "0:data"),
+])
+def test_exception_on_one_rank_ends_the_job(launcher: str, fault: str, tmp_path: Path) -> None:
+    before = _seed_results(tmp_path)
+    r, took = _launch(launcher, tmp_path, fault, "--set", "strategy.name=horovod")
+    rank = fault.split(":")[0]
+    assert r.returncode != 0
+    assert took < 30, f"job took {took:.0f}s to end"
+    out = r.stdout + r.stderr
+    assert out.count(f"hvdscale: rank {rank} failed:") == 1, out[-3000:]
+    assert "injected failure" in out
+    assert (tmp_path / "results.jsonl").read_text() == before
+
+
+@pytest.mark.parametrize("launcher", ["mpirun", "horovodrun-mpi", "horovodrun-gloo"])
+def test_sigkill_of_one_rank_ends_the_job(launcher: str, tmp_path: Path) -> None:
+    before = _seed_results(tmp_path)
+    r, took = _launch(launcher, tmp_path, "1:kill:step:2", "--set", "strategy.name=horovod")
+    assert r.returncode != 0
+    assert took < 60, f"job took {took:.0f}s to end"
+    assert (tmp_path / "results.jsonl").read_text() == before
+
+
+def test_ps_server_exception_ends_the_job(tmp_path: Path) -> None:
+    before = _seed_results(tmp_path)
+    r, took = _launch("mpirun", tmp_path, "0:step:2", "--set", "strategy.name=ps",
+                      "--set", "strategy.ps.placement=dedicated")
+    assert r.returncode != 0 and took < 30
+    assert (r.stdout + r.stderr).count("hvdscale: rank 0 failed:") == 1
+    assert (tmp_path / "results.jsonl").read_text() == before
+
+
+def _ranks_alive(marker: str) -> list[str]:
+    ps = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    return ps.stdout.split()
+
+
+@pytest.mark.parametrize("launcher", ["mpirun", "horovodrun-gloo"])
+def test_ctrl_c_to_the_launcher_ends_every_rank(launcher: str, tmp_path: Path) -> None:
+    before = _seed_results(tmp_path)
+    marker = f"measure.steps=100000{launcher[-1]}"  # unique in this test's command line
+    cmd = [*LAUNCHERS[launcher], "hvdscale", "run", "configs/demo.yaml", "--out",
+           str(tmp_path), "--set", marker]
+    p = subprocess.Popen(cmd, cwd=ROOT, env=BASE_ENV, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(_ranks_alive(marker)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        time.sleep(4)  # well into training
+        os.killpg(p.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
+        p.wait(timeout=30)
+        deadline = time.monotonic() + 15
+        while _ranks_alive(marker) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not _ranks_alive(marker)
+        assert p.returncode != 0
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+        subprocess.run(["pkill", "-9", "-f", marker])
+    assert (tmp_path / "results.jsonl").read_text() == before
+
+
+@pytest.mark.parametrize("strategy", ["horovod", "ps"])
+def test_stuck_rank_is_named_and_the_job_ends(strategy: str, tmp_path: Path) -> None:
+    before = _seed_results(tmp_path)
+    r, took = _launch("mpirun", tmp_path, "1:hang:step:3", "--set", f"strategy.name={strategy}",
+                      "--set", "measure.step_timeout_s=8",
+                      "--set", "strategy.horovod.stall_check_s=3", timeout=120)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0
+    assert took < 45, f"job took {took:.0f}s to end"
+    assert "rank 1 is the slow rank" in out, out[-3000:]
+    if strategy == "horovod":
+        assert "Missing ranks" in out or "missing ranks" in out.lower(), out[-3000:]
+    assert (tmp_path / "results.jsonl").read_text() == before
