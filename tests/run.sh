@@ -3,7 +3,7 @@
 # Lint; single-process tests; then the multi-rank tests for real: tests/mpi under
 # `mpirun -np 2` and `horovodrun -np 2 --gloo`, and its np3-marked tests under `mpirun -np 3`.
 # Each multi-rank pytest writes one junit file per rank into $REPORTS; every test has a hang
-# timeout (tests/mpi/conftest.py) and every launch an outer one, so a hang fails, never blocks.
+# timeout (tests/mpi_harness.py) and every launch an outer one, so a hang fails, never blocks.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TF_CPP_MIN_LOG_LEVEL=2 \
@@ -19,7 +19,13 @@ phase() {
   "$@"
   local rc=$?
   # pytest's exit 5 (no tests collected) is a failure too: any non-zero exit is.
-  if [ $rc -ne 0 ]; then echo "=== [$name] FAILED (exit $rc)"; failed+=("$name"); fi
+  if [ $rc -ne 0 ]; then
+    echo "=== [$name] FAILED (exit $rc)"
+    failed+=("$name")
+    # A test cut by the hang timeout leaves its stack dump in a per-rank hang log.
+    grep -l "Timeout" "$REPORTS"/hang-*.log 2>/dev/null | while read -r f; do
+      echo "--- $f"; cat "$f"; done
+  fi
 }
 PYTEST=(python -m pytest -p no:cacheprovider --color=no -q)
 phase lint ruff check .

@@ -49,6 +49,9 @@ def test_single_process_run_writes_a_complete_record(tmp_path: Path) -> None:
       "--set", "data.text.tgt=/nonexistent/tgt.txt"], "corpus file not found"),
     (["--set", "strategy.name=ps", "--set", "strategy.ps.num_servers=3"],
      "more than the 2 ranks"),
+    (["--set", "framework=tensorflow"], "framework must be one of torch"),
+    (["--set", "strategy.name=allgather"], "strategy.name must be one of horovod, independent"),
+    (["--set", "data.synthetic.sentences_per_rank=10"], "larger than the 10 sentences"),
 ])
 def test_bad_input_under_mpirun_fails_once_without_hang(args: list[str], needle: str,
                                                         tmp_path: Path) -> None:
@@ -59,6 +62,13 @@ def test_bad_input_under_mpirun_fails_once_without_hang(args: list[str], needle:
     assert r.stderr.count(needle) == 1, r.stderr
     assert time.monotonic() - t < 60
     assert not (tmp_path / "results.jsonl").exists()
+
+
+def test_one_rank_with_a_dedicated_server_is_refused(tmp_path: Path) -> None:
+    r = _run(["hvdscale", "run", "configs/demo.yaml", "--out", str(tmp_path), *TINY,
+              "--set", "strategy.name=ps", "--set", "strategy.ps.placement=dedicated"])
+    assert r.returncode == 2
+    assert "leaves no worker among 1 ranks" in r.stderr
 
 
 def test_vocab_mismatch_is_reported(tmp_path: Path) -> None:

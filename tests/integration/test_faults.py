@@ -80,6 +80,14 @@ def test_ps_server_exception_ends_the_job(tmp_path: Path) -> None:
     assert (tmp_path / "results.jsonl").read_text() == before
 
 
+def test_killed_ps_server_ends_the_job(tmp_path: Path) -> None:
+    before = _seed_results(tmp_path)
+    r, took = _launch("mpirun", tmp_path, "0:kill:step:2", "--set", "strategy.name=ps",
+                      "--set", "strategy.ps.placement=dedicated")
+    assert r.returncode != 0 and took < 60
+    assert (tmp_path / "results.jsonl").read_text() == before
+
+
 def _ranks_alive(marker: str) -> list[str]:
     ps = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
     return ps.stdout.split()

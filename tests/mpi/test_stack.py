@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.mpi.conftest import needs_mpi
+from tests.mpi_harness import needs_mpi
 
 
 def test_torch_allreduce_sum_and_average(hvd: object) -> None:

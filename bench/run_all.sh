@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Every benchmark, results as JSON/Markdown under bench/results/ (BENCHMARKS.md quotes them).
+# The machines are shared and noisy: each benchmark compares medians and ratios measured side
+# by side in one run, never single absolute times. Run on an otherwise idle machine.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TF_CPP_MIN_LOG_LEVEL=2
+R=bench/results
+mkdir -p "$R"
+echo "== harness overhead (issue 3)"
+mpirun -np 2 python bench/bench_overhead.py --rounds 16 --json "$R/overhead.json"
+echo "== strategies side by side at np=2 (issues 3, 4)"
+python bench/bench_strategies.py --np 2 --repeats 5 --json "$R/strategies_np2.json"
+echo "== parameter-server communication (issue 4)"
+mpirun -np 2 python bench/bench_ps_comm.py --json "$R/ps_comm_np2.json"
+mpirun -np 3 --oversubscribe python bench/bench_ps_comm.py --json "$R/ps_comm_np3.json"
+echo "== soak (issue 6)"
+python bench/bench_soak.py --steps 1000 --json "$R/soak.json"
+if [ -f bench/bench_bucketing.py ]; then
+  echo "== bucketing (issue 7)"
+  python bench/bench_bucketing.py
+fi

@@ -1,0 +1,24 @@
+"""Not collected by the suite (see tests/integration/test_harness.py, which runs it on purpose):
+one test passes everywhere, one fails only on rank 1, one hangs only on rank 1."""
+
+from __future__ import annotations
+
+import os
+import time
+
+
+def _rank() -> int:
+    return int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("HOROVOD_RANK", "0")))
+
+
+def test_passes_everywhere() -> None:
+    assert True
+
+
+def test_fails_on_rank_1_only() -> None:
+    assert _rank() != 1, "deliberate failure on rank 1"
+
+
+def test_hangs_on_rank_1_only() -> None:
+    if os.environ.get("SELFTEST_HANG") and _rank() == 1:
+        time.sleep(3600)

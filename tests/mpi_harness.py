@@ -1,0 +1,113 @@
+"""Multi-rank pytest harness: every rank runs the same session under mpirun or horovodrun.
+
+Imported by the conftest.py of tests/mpi and tests/harness_selftest.
+
+* one junit file per rank (``$HVDSCALE_TEST_REPORTS/<launcher>-np<N>-rank<R>.xml``);
+* a per-test timeout that dumps every thread's stack and exits non-zero, so the launcher ends
+  the whole job instead of a hang blocking CI;
+* outcomes are exchanged after each test: a test that failed on rank 1 also fails on rank 0,
+  with rank 1's message, so a failure on any rank is visible in the main output.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import sys
+import tempfile
+
+import pytest
+
+from hvdscale.world import HorovodWorld, MPIWorld, World, init_horovod, is_gloo_launch
+
+TEST_TIMEOUT_S = float(os.environ.get("HVDSCALE_TEST_TIMEOUT", "120"))
+_WORLD: World | None = None
+
+
+def world() -> World:
+    assert _WORLD is not None
+    return _WORLD
+
+
+def launcher() -> str:
+    if is_gloo_launch():
+        return "horovodrun-gloo"
+    if "HOROVOD_HOSTNAME" in os.environ or "HOROVOD_RANK" in os.environ:
+        return "horovodrun-mpi"
+    if "SLURM_PROCID" in os.environ and "OMPI_COMM_WORLD_RANK" not in os.environ:
+        return "srun"
+    return "mpirun"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    global _WORLD
+    if is_gloo_launch():
+        init_horovod({})  # hvd: no MPI job under --gloo: Horovod is the only channel
+        _WORLD = HorovodWorld()
+    else:
+        _WORLD = MPIWorld()
+    reports = os.environ.get("HVDSCALE_TEST_REPORTS")
+    if reports:
+        os.makedirs(reports, exist_ok=True)
+        config.option.xmlpath = os.path.join(
+            reports, f"{launcher()}-np{_WORLD.size}-rank{_WORLD.rank}.xml")
+    sys.stdout.write(f"[hvdscale tests] launcher={launcher()} rank={_WORLD.rank} "
+                     f"size={_WORLD.size} backend={_WORLD.backend}\n")
+
+
+_HANG_LOG = None
+
+
+@pytest.fixture(autouse=True)
+def _hang_timeout(request: pytest.FixtureRequest) -> object:
+    # pytest captures fd 2 during a test, so a dump there would vanish with the process: write
+    # it to this rank's hang log (tests/run.sh prints hang logs when a phase fails).
+    global _HANG_LOG
+    if _HANG_LOG is None:
+        w = world()
+        d = os.environ.get("HVDSCALE_TEST_REPORTS") or tempfile.gettempdir()
+        os.makedirs(d, exist_ok=True)
+        _HANG_LOG = open(os.path.join(d, f"hang-{launcher()}-np{w.size}-rank{w.rank}.log"), "w")
+    _HANG_LOG.write(f"armed {TEST_TIMEOUT_S:g}s for {request.node.nodeid}\n")
+    _HANG_LOG.flush()
+    faulthandler.dump_traceback_later(TEST_TIMEOUT_S, exit=True, file=_HANG_LOG)
+    yield
+    faulthandler.cancel_dump_traceback_later()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> object:
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed:
+        item._hvd_failure = f"{rep.when}: {rep.longreprtext[-3000:]}"  # type: ignore[attr-defined]
+    if rep.when != "teardown":
+        return
+    # Teardown runs on every rank for every test (skipped ones too), so all ranks meet here.
+    w = world()
+    mine = getattr(item, "_hvd_failure", "")
+    everyone = w.allgather(mine)
+    others = [(r, msg) for r, msg in enumerate(everyone) if msg and r != w.rank]
+    if others and not mine:
+        rep.outcome = "failed"
+        rep.longrepr = "\n".join(f"failed on rank {r} of {w.size}:\n{msg}" for r, msg in others)
+
+
+@pytest.fixture(scope="session")
+def comm_world() -> World:
+    return world()
+
+
+@pytest.fixture(scope="session")
+def hvd() -> object:
+    """``horovod.torch``, initialised once for the session (over MPI unless --gloo)."""
+    import horovod.torch as hvd_torch
+
+    if not hvd_torch.is_initialized():
+        init_horovod({})
+    return hvd_torch
+
+
+needs_mpi = pytest.mark.skipif(is_gloo_launch(),
+                               reason="mpi4py point-to-point needs an MPI launch, not --gloo")
