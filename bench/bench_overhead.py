@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -33,12 +34,9 @@ def main() -> int:
     from hvdscale.world import init_horovod, resolve_threads, thread_env
 
     cfg = load_config(args.config)
-    import os
-
-    intra, inter = resolve_threads(cfg.threads.intra_op, cfg.threads.inter_op,
-                                   int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1")))
-    os.environ.update(thread_env(intra, cfg.threads.mpi_yield,
-                                 int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))))
+    local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))
+    intra, inter = resolve_threads(cfg.threads.intra_op, cfg.threads.inter_op, local)
+    os.environ.update(thread_env(intra, cfg.threads.mpi_yield, local))
     init_horovod(horovod_env(cfg.strategy.horovod))
     import horovod.torch as hvd
     import torch

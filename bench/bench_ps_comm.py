@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -68,10 +69,8 @@ def main() -> int:
 
     from hvdscale.world import init_horovod, thread_env
 
-    import os
-
-    os.environ.update(thread_env(1, "auto", int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE",
-                                                               "1"))))
+    local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))
+    os.environ.update(thread_env(1, "auto", local))
     init_horovod({})
     import horovod.torch as hvd
     import torch
