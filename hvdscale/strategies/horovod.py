@@ -87,6 +87,10 @@ class HorovodTorch(Strategy):
         self.phase = "communicate"
         self.optimizer.step()  # hvd: waits for the gradient allreduces, then updates
         self.phase = "compute"
+        if self.cfg.compression != "none":
+            # Decompression swaps each .grad's storage (grad.set_) for the decompressed tensor;
+            # its values are spent by the step above, so point .grad back into the flat buffer.
+            self.adapter.restore_grad_views()  # type: ignore[attr-defined]
         return loss
 
     def _idle_step(self, tokens_handle: Any) -> float:

@@ -161,6 +161,7 @@ PartitionName=test Nodes={name} Default=YES MaxTime=INFINITE State=UP
 def _sbatch(env: dict[str, str], script: str, out: Path, sbatch_args: list[str],
             extra_env: dict[str, str], args: list[str]) -> tuple[str, list[dict]]:
     """``sbatch --wait`` one of launch/slurm's scripts; return its output and the records."""
+    out.mkdir(parents=True, exist_ok=True)
     log = out / "job.out"
     job_env = {**env, "OUT": str(out / "results"),
                "HVDSCALE": f"{sys.executable} -m hvdscale", **extra_env}

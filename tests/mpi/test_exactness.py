@@ -117,3 +117,13 @@ def test_ps_equals_one_process_and_horovod(placement, servers, hvd, comm_world) 
     info = strategy.info()
     assert sum(info["bytes_per_server"]) == params.size * 4
     assert max(info["bytes_per_server"]) - min(info["bytes_per_server"]) <= 4
+
+
+def test_horovod_fp16_compression_keeps_replicas_identical(hvd, comm_world) -> None:
+    cfg = _cfg("horovod", "strategy.horovod.compression=fp16")
+    params, _ = _distributed(cfg, comm_world)
+    everyone = comm_world.allgather(params)
+    for p in everyone[1:]:
+        assert np.array_equal(p, everyone[0])
+    # Gradients travel in half precision: close to, but not exactly, the fp32 update.
+    assert _rel(params, _reference(cfg, comm_world.size)) < 1e-2
