@@ -169,7 +169,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     where = f" on {spec.hostfile.describe()}" if spec.hostfile else ""
     say(f"hvdscale sweep: {len(spec.points)} points ({args.np} ranks x "
         f"{args.strategies}) with {spec.launcher}{where} into {spec.out}")
-    result = sweep.run_sweep(spec, say)
+    try:
+        result = sweep.run_sweep(spec, say)
+    except KeyboardInterrupt:
+        # The running point's launcher and ranks are already ended (run_point); finished
+        # points stay recorded, so rerunning the same command resumes where this stopped.
+        print("hvdscale sweep: interrupted; rerun the same command to go on", file=sys.stderr)
+        return 130
     print(write_report(spec.out, plot=not args.no_plot), end="", flush=True)
     if result.failed:
         say(f"hvdscale sweep: {len(result.failed)} of {len(result.outcomes)} points failed "

@@ -311,7 +311,8 @@ def plot_scaling(points: dict[tuple, dict[str, list[Point]]], out_dir: Path) -> 
                 title="Scaling efficiency = 100 x speedup / N", ylim=(0, 110))
         for ax in (ax1, ax2):
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
+            if ax.get_legend_handles_labels()[0]:  # no 1-worker run: no lines
+                ax.legend(fontsize=8)
             ax.xaxis.get_major_locator().set_params(integer=True)
         fig.suptitle(_title(group), fontsize=10)
         fig.tight_layout()

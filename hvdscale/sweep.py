@@ -197,15 +197,22 @@ def plan_sweep(config: str | Path, np: str | list[int], strategies: str | list[s
                                 "SLURM allocation; use --launcher mpirun or horovodrun with it")
         hosts = parse_hostfile(hostfile)
         hosts.check_ranks(max(nps))
-    else:
+    elif launcher != "srun" or env.get("SLURM_JOB_ID"):
+        # (srun outside an allocation asks SLURM for one, which decides where the ranks fit.)
         slots, where = _local_slots(launcher, env)
         if max(nps) > slots:
-            raise HvdscaleError(f"--np {max(nps)} is more ranks than {where}; pass --hostfile "
-                                f"with enough slots (e.g. 'localhost slots={max(nps)}' to "
-                                "oversubscribe on purpose)")
+            fix = (f"pass --hostfile with enough slots (e.g. 'localhost slots={max(nps)}' to "
+                   "oversubscribe on purpose)")
+            if "SLURM" in where:
+                fix = "ask for more tasks (sbatch --ntasks) or lower --np"
+            raise HvdscaleError(f"--np {max(nps)} is more ranks than {where}; {fix}")
     if shutil.which(launcher, path=env.get("PATH")) is None:
         raise HvdscaleError(f"launcher {launcher!r} is not on PATH")
-    extra = shlex.split(launcher_args) if isinstance(launcher_args, str) else list(launcher_args)
+    try:
+        extra = (shlex.split(launcher_args) if isinstance(launcher_args, str)
+                 else list(launcher_args))
+    except ValueError as e:
+        raise HvdscaleError(f"--launcher-args {launcher_args!r} cannot be split: {e}") from None
     if check_out:
         check_writable(out)
     points = []

@@ -29,6 +29,9 @@ phase() {
 }
 PYTEST=(python -m pytest -p no:cacheprovider --color=no -q)
 phase lint ruff check .
+# SLURM daemons, munge, sshd and iproute2 for the integration tests that start a real
+# single-node SLURM and two hosts in network namespaces (apt, about 15 s once; then a no-op).
+phase system-deps bash launch/ci_system_deps.sh
 phase single "${PYTEST[@]}" tests/unit tests/integration --junitxml="$REPORTS/single.xml" \
   ${HVDSCALE_TEST_SELECT:+-k "$HVDSCALE_TEST_SELECT"}
 phase mpirun-np2 timeout 1200 mpirun -np 2 --tag-output "${PYTEST[@]}" tests/mpi

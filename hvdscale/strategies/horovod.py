@@ -106,6 +106,8 @@ class HorovodTorch(Strategy):
         self.adapter.zero_grad()
         if total > 0:  # all ranks see the same total: with no batch anywhere, all skip
             self.optimizer.step()  # hvd: allreduces the zero gradients, then updates
+            if self.cfg.compression != "none":
+                self.adapter.restore_grad_views()  # type: ignore[attr-defined]
         self.phase = "compute"
         return 0.0
 

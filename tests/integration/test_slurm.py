@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -21,23 +20,13 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.integration.system_deps import SBIN, ensure_system_deps
+
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--set", "measure.warmup_steps=1", "--set", "measure.steps=3",
         "--set", "data.synthetic.sentences_per_rank=64"]
-SBIN = Path("/usr/sbin")
 
 pytestmark = pytest.mark.slow
-
-
-def ensure_system_deps(*tools: str) -> None:
-    """Install the SLURM/ssh packages once (launch/ci_system_deps.sh) or skip when we can't."""
-    if all(shutil.which(t) or (SBIN / t).exists() for t in tools):
-        return
-    if os.geteuid() != 0:
-        pytest.skip(f"needs root to install {', '.join(tools)} (launch/ci_system_deps.sh)")
-    r = subprocess.run(["bash", str(ROOT / "launch/ci_system_deps.sh")], capture_output=True,
-                       text=True, timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def _free_port() -> int:
@@ -158,27 +147,52 @@ PartitionName=test Nodes={name} Default=YES MaxTime=INFINITE State=UP
                 pass
 
 
-def _sbatch(env: dict[str, str], script: str, out: Path, sbatch_args: list[str],
-            extra_env: dict[str, str], args: list[str]) -> tuple[str, list[dict]]:
-    """``sbatch --wait`` one of launch/slurm's scripts; return its output and the records."""
+def _submit(env: dict[str, str], script: str, out: Path, sbatch_args: list[str],
+            extra_env: dict[str, str], args: list[str], wait: bool) -> str:
+    """Submit one of launch/slurm's scripts (``wait``: until it ends); return sbatch's output."""
     out.mkdir(parents=True, exist_ok=True)
-    log = out / "job.out"
     job_env = {**env, "OUT": str(out / "results"),
                "HVDSCALE": f"{sys.executable} -m hvdscale", **extra_env}
-    r = subprocess.run(["sbatch", "--wait", f"--output={log}", *sbatch_args,
-                        f"launch/slurm/{script}", "configs/demo.yaml", *args],
+    r = subprocess.run(["sbatch", *(["--wait"] if wait else ["--parsable"]),
+                        f"--output={out / 'job.out'}", *sbatch_args, f"launch/slurm/{script}",
+                        "configs/demo.yaml", *args],
                        cwd=ROOT, env=job_env, capture_output=True, text=True, timeout=400)
-    text = log.read_text() if log.exists() else ""
-    assert r.returncode == 0, f"sbatch: {r.stdout}{r.stderr}\njob output:\n{text}"
+    assert r.returncode == 0, f"sbatch: {r.stdout}{r.stderr}\njob output:\n{_output(out)}"
+    return r.stdout.strip()
+
+
+def _wait_jobs(env: dict[str, str], job_ids: list[str], timeout: float = 400) -> None:
+    """Poll until the jobs end and assert they completed with exit 0. (``sbatch --wait`` polls
+    with growing sleeps of up to 32 s; one-second polls keep the test short.)"""
+    deadline = time.monotonic() + timeout
+    for job in job_ids:
+        info = ""
+        while time.monotonic() < deadline:
+            info = subprocess.run(["scontrol", "-o", "show", "job", job], env=env,
+                                  capture_output=True, text=True, timeout=20).stdout
+            if "JobState=PENDING" not in info and "JobState=RUNNING" not in info \
+                    and "JobState=COMPLETING" not in info:
+                break
+            time.sleep(1)
+        assert "JobState=COMPLETED" in info and "ExitCode=0:0" in info, info
+
+
+def _output(out: Path) -> str:
+    log = out / "job.out"
+    return log.read_text() if log.exists() else ""
+
+
+def _records(out: Path) -> list[dict]:
     res = out / "results" / "results.jsonl"
-    recs = [json.loads(x) for x in res.read_text().splitlines()] if res.exists() else []
-    return text, recs
+    return [json.loads(x) for x in res.read_text().splitlines()] if res.exists() else []
 
 
 def test_one_node_sweep_script_runs_every_point_with_srun(slurm: dict[str, str],
                                                            tmp_path: Path) -> None:
-    text, recs = _sbatch(slurm, "sweep.sbatch", tmp_path, ["--ntasks=2"],
-                         {"NP": "1,2", "STRATEGIES": "horovod,ps"}, TINY)
+    # No sbatch options: the script's own #SBATCH header (one node, 2 tasks) is the allocation.
+    _submit(slurm, "sweep.sbatch", tmp_path, [], {"NP": "1,2", "STRATEGIES": "horovod,ps"},
+            TINY, wait=True)
+    text, recs = _output(tmp_path), _records(tmp_path)
     assert "[4/4] ps np=2: ok" in text, text
     assert sorted((r["key"]["strategy"], r["ranks"], r["status"]) for r in recs) == [
         ("horovod", 1, "ok"), ("horovod", 2, "ok"), ("ps", 1, "ok"), ("ps", 2, "ok")]
@@ -192,21 +206,24 @@ def test_multinode_scripts_work_inside_an_allocation(slurm: dict[str, str],
                                                      tmp_path: Path) -> None:
     """The several-node scripts on a one-node allocation: horovodrun with the hostfile made
     from the node list, and mpirun reading the allocation itself."""
-    text, recs = _sbatch(slurm, "multinode_horovodrun.sbatch", tmp_path / "hvd",
-                         ["--nodes=1", "--ntasks-per-node=2"],
-                         {"NP": "2", "STRATEGIES": "horovod"}, TINY)
+    # Both queued at once; the second starts when the first frees the node's two CPUs.
+    one_node = ["--nodes=1", "--ntasks-per-node=2"]
+    jobs = [_submit(slurm, "multinode_horovodrun.sbatch", tmp_path / "hvd", one_node,
+                    {"NP": "2", "STRATEGIES": "horovod"}, TINY, wait=False),
+            _submit(slurm, "multinode_mpirun.sbatch", tmp_path / "mpi", one_node,
+                    {"NP": "2", "STRATEGIES": "ps"}, TINY, wait=False)]
+    _wait_jobs(slurm, jobs)
+    text, recs = _output(tmp_path / "hvd"), _records(tmp_path / "hvd")
     (hostfile,) = (tmp_path / "hvd" / "results").glob("hostfile.*")
-    node = subprocess.run(["scontrol", "show", "hostnames"], env=slurm, capture_output=True,
-                          text=True, timeout=20)
-    assert hostfile.read_text() == f"{socket.gethostname().split('.')[0]} slots=2\n", node
+    node = subprocess.run(["sinfo", "-h", "-o", "%N"], env=slurm, capture_output=True,
+                          text=True, timeout=20).stdout.strip()
+    assert hostfile.read_text() == f"{node} slots=2\n"
     assert [(r["key"]["strategy"], r["ranks"], r["status"]) for r in recs] == [
         ("horovod", 2, "ok")], text
     launch = (tmp_path / "hvd/results/logs/demo_horovod_np2.stdout").read_text()
     assert launch.startswith("$ horovodrun --mpi -np 2 -hostfile ")
 
-    text, recs = _sbatch(slurm, "multinode_mpirun.sbatch", tmp_path / "mpi",
-                         ["--nodes=1", "--ntasks-per-node=2"],
-                         {"NP": "2", "STRATEGIES": "ps"}, TINY)
+    text, recs = _output(tmp_path / "mpi"), _records(tmp_path / "mpi")
     assert [(r["key"]["strategy"], r["ranks"], r["status"]) for r in recs] == [
         ("ps", 2, "ok")], text
     launch = (tmp_path / "mpi/results/logs/demo_ps_np2.stdout").read_text()

@@ -1,0 +1,156 @@
+"""A 2-host sweep through ``horovodrun -hostfile``, the hosts made on this machine.
+
+Two network namespaces joined by a veth pair are two hosts: each has its own address in a
+private /24 on an interface named ``hvd0`` (horovodrun needs one name on every host), its own
+hostname (a UTS namespace) and its own sshd bound to its address, with a host key and an
+authorized key made for the test. The sweep runs inside the first namespace, where the ssh
+client config is bind-mounted over /etc/ssh/ssh_config in a private mount namespace, so
+nothing outside the test's namespaces changes. The fixture ends every process in both
+namespaces and deletes them, even when the test fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.system_deps import ensure_system_deps
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["--set", "measure.warmup_steps=1", "--set", "measure.steps=3",
+        "--set", "data.synthetic.sentences_per_rank=64"]
+
+pytestmark = pytest.mark.slow
+
+
+def _sh(*cmd: str, timeout: float = 30, check: bool = True) -> subprocess.CompletedProcess:
+    r = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)}: exit {r.returncode}: {r.stderr}")
+    return r
+
+
+def _end_namespace(ns: str) -> None:
+    """End every process inside ``ns`` (all started by this test), then delete it."""
+    pids = _sh("ip", "netns", "pids", ns, check=False).stdout.split()
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(int(pid), sig)
+            except (OSError, ValueError):
+                pass
+        deadline = time.monotonic() + 5
+        while pids and time.monotonic() < deadline:
+            pids = _sh("ip", "netns", "pids", ns, check=False).stdout.split()
+            time.sleep(0.2)
+    _sh("ip", "netns", "del", ns, check=False)
+
+
+class TwoHosts:
+    """Addresses, names and paths of the two namespace hosts."""
+
+    def __init__(self, tmp: Path, tag: str) -> None:
+        self.tmp = tmp
+        self.ns = (f"hvdscale-a{tag}", f"hvdscale-b{tag}")
+        self.veth = (f"hvsa{tag}", f"hvsb{tag}")  # temporary names; both become hvd0
+        net = f"10.{200 + int(tag) % 50}.{int(tag) % 250}"
+        self.addr = (f"{net}.1", f"{net}.2")
+        self.names = (f"hvd-a{tag}", f"hvd-b{tag}")
+        self.ssh_config = tmp / "ssh_config"
+
+    def in_first(self, script: str) -> list[str]:
+        """A shell command run as host a: its namespace, hostname and ssh client config."""
+        return ["ip", "netns", "exec", self.ns[0], "unshare", "--uts", "--mount", "--propagation",
+                "private", "sh", "-c",
+                f"mount --bind {self.ssh_config} /etc/ssh/ssh_config && "
+                f"hostname {self.names[0]} && {script}"]
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoHosts]:
+    ensure_system_deps("sshd", "ssh-keygen", "ip", "unshare")
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+    tmp = tmp_path_factory.mktemp("netns")
+    h = TwoHosts(tmp, str(os.getpid() % 10000))
+    privsep, made_privsep = Path("/run/sshd"), False
+    try:
+        for ns in h.ns:
+            _sh("ip", "netns", "add", ns)
+        _sh("ip", "link", "add", h.veth[0], "type", "veth", "peer", "name", h.veth[1])
+        for ns, veth, addr in zip(h.ns, h.veth, h.addr, strict=True):
+            _sh("ip", "link", "set", veth, "netns", ns)
+            _sh("ip", "-n", ns, "link", "set", veth, "name", "hvd0")
+            _sh("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", "hvd0")
+            _sh("ip", "-n", ns, "link", "set", "hvd0", "up")
+            _sh("ip", "-n", ns, "link", "set", "lo", "up")
+        _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / "id"))
+        _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / "host_key"))
+        (tmp / "authorized_keys").write_text((tmp / "id.pub").read_text())
+        h.ssh_config.write_text(
+            f"Host {' '.join(h.addr)}\n  IdentityFile {tmp / 'id'}\n"
+            "  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  BatchMode yes\n"
+            "  LogLevel ERROR\n")
+        if not privsep.exists():  # sshd's privilege-separation dir; removed again at the end
+            privsep.mkdir(mode=0o755)
+            made_privsep = True
+        for ns, addr, name in zip(h.ns, h.addr, h.names, strict=True):
+            conf = tmp / f"sshd_{name}.conf"
+            conf.write_text(
+                f"ListenAddress {addr}\nPort 22\nHostKey {tmp / 'host_key'}\n"
+                f"PidFile {tmp / f'sshd_{name}.pid'}\n"
+                f"AuthorizedKeysFile {tmp / 'authorized_keys'}\n"
+                "StrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+                "UsePAM no\nPermitRootLogin prohibit-password\nPubkeyAuthentication yes\n")
+            # Own UTS namespace around sshd: its sessions (the remote ranks) see this hostname.
+            _sh("ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c",
+                f"hostname {name} && exec /usr/sbin/sshd -f {conf} -E {tmp / f'sshd_{name}.log'}")
+        # Both hosts answer ssh with their own name before the sweep starts.
+        for addr, name in zip(h.addr, h.names, strict=True):
+            r = _sh(*h.in_first(f"ssh {addr} hostname"), timeout=30)
+            assert r.stdout.strip() == name, r
+        yield h
+    finally:
+        for ns in h.ns:
+            _end_namespace(ns)
+        for veth in h.veth:  # only left behind when setup failed before moving it
+            _sh("ip", "link", "del", veth, check=False)
+        if made_privsep:
+            privsep.rmdir()
+
+
+def test_two_host_sweep_through_horovodrun_hostfile(hosts: TwoHosts, tmp_path: Path) -> None:
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text(f"# the two namespace hosts\n{hosts.addr[0]} slots=1\n"
+                        f"{hosts.addr[1]} slots=1\n")
+    out = tmp_path / "results"
+    sweep = [sys.executable, "-m", "hvdscale", "sweep", str(ROOT / "configs/demo.yaml"),
+             "--np", "2", "--strategies", "horovod,ps", "--launcher", "horovodrun",
+             "--hostfile", str(hostfile), "--network-interfaces", "hvd0", "--out", str(out),
+             "--timeout", "150", "--no-plot", *TINY]
+    env = " ".join(f"{k}={v}" for k, v in {"OMPI_ALLOW_RUN_AS_ROOT": "1",
+                                            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                                            "TF_CPP_MIN_LOG_LEVEL": "2"}.items())
+    script = f"cd {ROOT} && env {env} " + " ".join(sweep)
+    r = subprocess.run(hosts.in_first(script), capture_output=True, text=True, timeout=360)
+    logs = "".join(f"\n== {f.name}\n{f.read_text()[-3000:]}"
+                   for f in sorted((out / "logs").glob("*")) if (out / "logs").exists())
+    assert r.returncode == 0, r.stdout + r.stderr + logs
+    assert "[2/2] ps np=2: ok" in r.stdout
+    recs = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert [(x["key"]["strategy"], x["status"]) for x in recs] == [("horovod", "ok"),
+                                                                   ("ps", "ok")]
+    for rec in recs:
+        # One rank on each host: the job really spanned both.
+        assert rec["ranks"] == 2 and rec["rank_hosts"] == list(hosts.names), rec["rank_hosts"]
+        assert rec["words_per_s"] > 0
+    launch = (out / "logs/demo_horovod_np2.stdout").read_text().splitlines()[0]
+    assert "horovodrun --mpi -np 2 -hostfile" in launch and "--network-interfaces hvd0" in launch

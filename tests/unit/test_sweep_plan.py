@@ -1,0 +1,152 @@
+"""Sweep planning without launching: input checks, the launcher command lines, skip matching."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hvdscale.config import to_dict
+from hvdscale.errors import HvdscaleError
+from hvdscale.sweep import (
+    SweepSpec,
+    error_summary,
+    launch_command,
+    parse_np,
+    parse_strategies,
+    plan_sweep,
+    point_workers,
+    recorded,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "configs" / "demo.yaml"
+
+
+def _plan(tmp_path: Path, **kw: Any) -> SweepSpec:
+    kw.setdefault("np", "1,2")
+    kw.setdefault("strategies", "horovod,ps,independent")
+    kw.setdefault("env", dict(os.environ))
+    return plan_sweep(CONFIG, out=tmp_path / "out", check_out=False, **kw)
+
+
+def test_np_and_strategy_lists() -> None:
+    assert parse_np("4,1, 2,2") == [1, 2, 4]
+    assert parse_strategies("ps,horovod,ps") == ["ps", "horovod"]
+    for bad in ("", "0", "1,,2", "1,x", "-1", "2.5"):
+        with pytest.raises(HvdscaleError, match="--np"):
+            parse_np(bad)
+    with pytest.raises(HvdscaleError, match="unknown strategy 'allreduce'; choose from"):
+        parse_strategies("horovod,allreduce")
+
+
+def test_points_go_rank_count_by_rank_count(tmp_path: Path) -> None:
+    spec = _plan(tmp_path)
+    assert [(p.index, p.strategy, p.ranks) for p in spec.points] == [
+        (1, "horovod", 1), (2, "ps", 1), (3, "independent", 1),
+        (4, "horovod", 2), (5, "ps", 2), (6, "independent", 2)]
+    assert all(p.cfg.strategy.name == p.strategy for p in spec.points)
+
+
+@pytest.mark.parametrize("kw,needle", [
+    ({"launcher": "slurm"}, "unknown launcher 'slurm'; choose from mpirun, horovodrun, srun"),
+    ({"np": "1,0"}, "--np entries must be positive integers"),
+    ({"np": "64"}, "--np 64 is more ranks than this host's"),
+    ({"launcher": "srun", "hostfile": ROOT / "hostfiles" / "localhost"},
+     "--hostfile does not apply to srun"),
+    ({"hostfile": ROOT / "hostfiles" / "localhost", "np": "1,4"}, "holds 2 slots"),
+    ({"overrides": ["model.hiden=3"]}, "unknown config key 'model.hiden'"),
+    ({"timeout_s": 0}, "--timeout must be a positive number"),
+])
+def test_bad_input_is_refused_before_launch(tmp_path: Path, kw: dict, needle: str) -> None:
+    with pytest.raises(HvdscaleError) as e:
+        _plan(tmp_path, **kw)
+    assert needle in str(e.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_config(tmp_path: Path) -> None:
+    with pytest.raises(HvdscaleError, match="config file not found"):
+        plan_sweep(tmp_path / "none.yaml", "1", "horovod", out=tmp_path, check_out=False)
+
+
+def test_inside_slurm_the_allocation_bounds_the_ranks(tmp_path: Path) -> None:
+    env = {**os.environ, "SLURM_JOB_ID": "7", "SLURM_NTASKS": "8"}
+    spec = plan_sweep(CONFIG, "8", "horovod", launcher="mpirun", out=tmp_path, check_out=False,
+                      env=env)
+    assert spec.points[-1].ranks == 8
+    with pytest.raises(HvdscaleError, match="SLURM_NTASKS=8"):
+        plan_sweep(CONFIG, "16", "horovod", launcher="mpirun", out=tmp_path, check_out=False,
+                   env=env)
+
+
+def test_srun_outside_an_allocation_leaves_placement_to_slurm(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    spec = _plan(tmp_path, np="64", launcher="srun", strategies="horovod", env=env)
+    assert spec.points[0].ranks == 64
+
+
+def test_mpirun_command(tmp_path: Path) -> None:
+    spec = _plan(tmp_path, network_interfaces="eth1", launcher_args="--report-bindings",
+                 overrides=["measure.steps=3"])
+    p = spec.points[4]  # ps at 2 ranks
+    cmd = launch_command(spec, p, Path("/tmp/hosts"),
+                         env={"PATH": "/x", "HOROVOD_CYCLE_TIME": "1", "SECRET": "no"})
+    assert cmd[:7] == ["mpirun", "-np", "2", "--bind-to", "none", "--map-by", "slot"]
+    assert ("--allow-run-as-root" in cmd) == (os.geteuid() == 0)
+    assert cmd[cmd.index("--hostfile") + 1] == "/tmp/hosts"
+    assert "btl_tcp_if_include" in cmd and "eth1" in cmd
+    assert "-x" in cmd and "PATH" in cmd and "HOROVOD_CYCLE_TIME" in cmd and "SECRET" not in cmd
+    run = cmd[cmd.index(sys.executable):]
+    assert run == [sys.executable, "-m", "hvdscale", "run", str(CONFIG), "--set",
+                   "measure.steps=3", "--set", "strategy.name=ps", "--out", str(spec.out)]
+    assert cmd.index("--report-bindings") < cmd.index(sys.executable)
+
+
+def test_horovodrun_and_srun_commands(tmp_path: Path) -> None:
+    spec = _plan(tmp_path, launcher="horovodrun", hostfile=ROOT / "hostfiles" / "localhost",
+                 network_interfaces="hvd0")
+    cmd = launch_command(spec, spec.points[3], Path("/tmp/clean"))
+    assert cmd[:7] == ["horovodrun", "--mpi", "-np", "2", "-hostfile", "/tmp/clean",
+                       "--network-interfaces"]
+    spec = _plan(tmp_path, launcher="horovodrun")
+    assert launch_command(spec, spec.points[3])[:6] == ["horovodrun", "--mpi", "-np", "2", "-H",
+                                                        "localhost:2"]
+    spec = _plan(tmp_path, launcher="srun", strategies="horovod",
+                 env={**os.environ, "SLURM_JOB_ID": "1", "SLURM_NTASKS": "2"})
+    assert launch_command(spec, spec.points[1])[:5] == ["srun", "--mpi=pmix", "-n", "2",
+                                                        "--kill-on-bad-exit=1"]
+
+
+def test_recorded_matches_config_and_ranks_only_for_ok(tmp_path: Path) -> None:
+    spec = _plan(tmp_path)
+    p = spec.points[3]
+    ok = {"status": "ok", "ranks": 2, "config": to_dict(p.cfg), "words_per_s": 5.0}
+    assert recorded([ok], p) is ok
+    assert recorded([{**ok, "status": "failed"}], p) is None
+    assert recorded([{**ok, "ranks": 1}], p) is None
+    other = plan_sweep(CONFIG, "2", "horovod", out=tmp_path, check_out=False,
+                       overrides=["measure.steps=7"]).points[0]
+    assert recorded([ok], other) is None  # a changed setting is a new point
+
+
+def test_dedicated_ps_workers_exclude_servers(tmp_path: Path) -> None:
+    spec = _plan(tmp_path, np="4", strategies="ps",
+                 overrides=["strategy.ps.placement=dedicated", "strategy.ps.num_servers=1"],
+                 env={**os.environ, "SLURM_JOB_ID": "1", "SLURM_NTASKS": "4"})
+    assert point_workers(spec.points[0].cfg, 4) == 3
+
+
+def test_error_summary_keeps_the_telling_line() -> None:
+    stderr = ("Traceback (most recent call last):\n  File x\nRuntimeError: boom\n"
+              "hvdscale: error (rank 1): injected failure at step:0\n"
+              "--------------------------------------------------------------------------\n"
+              "Primary job  terminated normally, but 1 process returned\n"
+              "a non-zero exit code. Per user-direction, the job has been aborted.\n"
+              "mpirun detected that one or more processes exited with non-zero status\n")
+    assert error_summary(stderr) == "hvdscale: error (rank 1): injected failure at step:0"
+    assert error_summary("") == "(no stderr)"
+    assert error_summary("a\nb\nc\nd\n") == "b / c / d"
