@@ -142,6 +142,8 @@ def main() -> int:
     ap.add_argument("--np", default="1,2", help="rank counts for the throughput part; the "
                     "straggler part runs at the largest")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--straggler-repeats", type=int, default=5,
+                    help="repeats of the straggler part (idle time is noisier)")
     ap.add_argument("--impls", default="fused,loop", help="RNN implementations to measure")
     ap.add_argument("--sentences", type=int, default=640, help="sentences per rank")
     ap.add_argument("--batch", type=int, default=32, help="sentences per batch per rank")
@@ -177,11 +179,13 @@ def main() -> int:
         np_ = max(nps)
         if "straggler" in parts and np_ > 1:
             print("straggler cost", file=sys.stderr)
-            md.append(f"## Straggler cost at np={np_}: idle time per step\n")
+            md.append(f"## Straggler cost at np={np_}: idle time per step "
+                      f"({args.straggler_repeats} repeats)\n")
             md.append("Idle: time a rank waits at a step for a slower rank's forward/backward "
                       "(a step with no batch left waits the slowest rank's whole compute). "
                       "Fused LSTM.\n")
-            recs = sweep(STRAGGLER, [*base, "model.rnn_impl=fused"], np_, args.repeats, out)
+            recs = sweep(STRAGGLER, [*base, "model.rnn_impl=fused"], np_,
+                         args.straggler_repeats, out)
             table, summary = straggler_table(recs)
             md.append(table)
             result["straggler"] = summary

@@ -124,11 +124,11 @@ def test_ctrl_c_to_the_launcher_ends_every_rank(launcher: str, tmp_path: Path) -
 def test_stuck_rank_is_named_and_the_job_ends(strategy: str, tmp_path: Path) -> None:
     before = _seed_results(tmp_path)
     r, took = _launch("mpirun", tmp_path, "1:hang:step:3", "--set", f"strategy.name={strategy}",
-                      "--set", "measure.step_timeout_s=8",
-                      "--set", "strategy.horovod.stall_check_s=3", timeout=120)
+                      "--set", "measure.step_timeout_s=20",
+                      "--set", "strategy.horovod.stall_check_s=2", timeout=120)
     out = r.stdout + r.stderr
     assert r.returncode != 0
-    assert took < 45, f"job took {took:.0f}s to end"
+    assert took < 60, f"job took {took:.0f}s to end"
     assert "rank 1 is the slow rank" in out, out[-3000:]
     if strategy == "horovod":
         assert "Missing ranks" in out or "missing ranks" in out.lower(), out[-3000:]
