@@ -10,10 +10,11 @@ corpus; every run trains whole epochs (``measure.epochs``), so all modes see the
    the ratio of the two padding ratios, and the target is a measured speedup of at least 0.9 of
    it. Both RNN implementations are measured: the fused kernel runs packed sequences (padding
    never enters its recurrence, only the embedding and the softmax), the loop runs every step.
+   At np > 1 also with ``data.bucketing.align_ranks`` (every rank in one bucket per step).
 2. Straggler cost at np=N: idle time per step (a rank waiting for a slower rank's compute, or a
    rank out of batches) with uneven bucketed batches (fixed sentence count, so token counts and
    batch counts differ by rank) vs batches to a token budget vs equal-token batches
-   (fixed-length sentences).
+   (fixed-length sentences), and both bucketed kinds with the ranks aligned on one bucket.
 
 Modes run back to back in an order rotated every repeat, so machine noise spreads over all of
 them; medians over repeats are reported, ratios are ratios of medians.
@@ -45,11 +46,19 @@ THROUGHPUT = {
     "bucketed, 32 sentences": ["data.bucketing.enabled=true"],
     f"bucketed, {TOKEN_BUDGET} tokens": ["data.bucketing.enabled=true",
                                          f"data.bucketing.tokens_per_batch={TOKEN_BUDGET}"],
+    f"bucketed, {TOKEN_BUDGET} tokens, ranks aligned": [
+        "data.bucketing.enabled=true", f"data.bucketing.tokens_per_batch={TOKEN_BUDGET}",
+        "data.bucketing.align_ranks=true"],
 }
 STRAGGLER = {
     "uneven (bucketed, 32 sentences)": ["data.bucketing.enabled=true"],
     f"token budget (bucketed, {TOKEN_BUDGET} tokens)": [
         "data.bucketing.enabled=true", f"data.bucketing.tokens_per_batch={TOKEN_BUDGET}"],
+    "uneven, ranks aligned on a bucket (32 sentences)": [
+        "data.bucketing.enabled=true", "data.bucketing.align_ranks=true"],
+    f"token budget, ranks aligned on a bucket ({TOKEN_BUDGET} tokens)": [
+        "data.bucketing.enabled=true", f"data.bucketing.tokens_per_batch={TOKEN_BUDGET}",
+        "data.bucketing.align_ranks=true"],
     "equal tokens (fixed length 25)": ["data.synthetic.length_dist=fixed",
                                        "data.synthetic.max_len=25"],
 }
@@ -76,7 +85,7 @@ def sweep(modes: dict[str, list[str]], base: list[str], np_: int, repeats: int,
             t = time.monotonic()
             rec = run_point(np_, [*base, *modes[m]], out)
             recs[m].append(rec)
-            print(f"  np={np_} repeat {r + 1}/{repeats} {m:36s} words/s={rec['words_per_s']:8.0f} "
+            print(f"  np={np_} repeat {r + 1}/{repeats} {m:46s} words/s={rec['words_per_s']:8.0f} "
                   f"idle={rec['idle']['idle_ms_per_step']:6.1f} ms/step "
                   f"({time.monotonic() - t:.0f}s)", file=sys.stderr, flush=True)
     return recs
@@ -171,7 +180,10 @@ def main() -> int:
             for np_ in nps:
                 for impl in args.impls.split(","):
                     print(f"throughput, np={np_}, rnn_impl={impl}", file=sys.stderr)
-                    recs = sweep(THROUGHPUT, [*base, f"model.rnn_impl={impl}"], np_,
+                    # One rank has nobody to align with: skip the aligned mode at np=1.
+                    modes = {m: v for m, v in THROUGHPUT.items()
+                             if np_ > 1 or "aligned" not in m}
+                    recs = sweep(modes, [*base, f"model.rnn_impl={impl}"], np_,
                                  args.repeats, out)
                     table, summary = throughput_table(f"np={np_}, rnn_impl={impl}", recs)
                     md.append(table)

@@ -132,6 +132,15 @@ class BucketConfig:
     """Batch to a token budget (sentences x longest length, so padding counts) instead of
     ``data.batch_size`` sentences; 0 batches by sentence count. Per rank under weak scaling;
     the global budget, divided across ranks, under strong scaling."""
+    align_ranks: bool = False
+    """At each step every rank takes its batch from the same length bucket, so no rank waits
+    long for one that drew the longest sentences (an RNN's step time follows the longest
+    sentence, not the token count). The bucket of each step is drawn with a seed all ranks
+    share, agreed with one small allgather before training: with ``measure.epochs`` a bucket
+    gets as many steps as the rank with most batches in it holds (others idle there); with a
+    fixed step count buckets are drawn in proportion to their batches over all ranks, and a
+    rank with none in the drawn bucket takes its nearest bucket. Off: each rank shuffles its
+    own buckets independently."""
 
     def __post_init__(self) -> None:
         _check(list(self.boundaries) == sorted(set(self.boundaries)), "data.bucketing.boundaries",
@@ -140,6 +149,8 @@ class BucketConfig:
                "must be positive", list(self.boundaries))
         _check(self.tokens_per_batch >= 0, "data.bucketing.tokens_per_batch", "must be >= 0",
                self.tokens_per_batch)
+        _check(self.enabled or not self.align_ranks, "data.bucketing.align_ranks",
+               "needs data.bucketing.enabled=true", self.align_ranks)
 
 
 @dataclass(frozen=True)

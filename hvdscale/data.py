@@ -350,6 +350,12 @@ class BatchPlan:
         return bucket_batches(self._lengths(), order, self.cfg.bucketing, self.batch_size, rng,
                               tokens_per_batch=self.tokens_per_batch, shuffle=self.cfg.shuffle)
 
+    def epoch_buckets(self, epoch: int) -> dict[int, list[np.ndarray]]:
+        """This epoch's batches grouped by length bucket (bucketing must be enabled)."""
+        order, _ = self._order(epoch)
+        return bucket_groups(self._lengths(), order, self.cfg.bucketing, self.batch_size,
+                             self.tokens_per_batch)
+
     def epochs(self, n: int, first: int = 0) -> list[np.ndarray]:
         """The batches of epochs ``first`` .. ``first + n - 1``, in training order."""
         return [idx for e in range(first, first + n) for idx in self.epoch_batches(e)]
@@ -415,14 +421,34 @@ def bucket_batches(lengths: np.ndarray, order: np.ndarray, cfg: BucketConfig, ba
         tokens_per_batch: the token budget; None takes ``cfg.tokens_per_batch`` (0: none).
         shuffle: False keeps the batches in bucket order (``data.shuffle=false``).
     """
-    budget = cfg.tokens_per_batch if tokens_per_batch is None else tokens_per_batch
+    groups = bucket_groups(lengths, order, cfg, batch_size, tokens_per_batch)
+    batches = [idx for b in sorted(groups) for idx in groups[b]]
+    if not shuffle:
+        return batches
+    perm = rng.permutation(len(batches))
+    return [batches[i] for i in perm]
+
+
+def bucket_ids(lengths: np.ndarray, cfg: BucketConfig) -> np.ndarray:
+    """Each sentence's bucket: how many boundaries lie below its length.
+
+    The default geometric bounds are one series capped at the longest sentence; the cap never
+    lies below a length, so a length gets the same bucket on every rank whatever its longest.
+    """
     bounds = list(cfg.boundaries) or geometric_boundaries(int(lengths.max()))
-    bucket_of = np.searchsorted(np.array(bounds), lengths[order], side="left")
-    batches: list[np.ndarray] = []
-    for b in range(len(bounds) + 1):
+    return np.searchsorted(np.array(bounds), lengths, side="left")
+
+
+def bucket_groups(lengths: np.ndarray, order: np.ndarray, cfg: BucketConfig, batch_size: int,
+                  tokens_per_batch: int | None = None) -> dict[int, list[np.ndarray]]:
+    """The batches of each length bucket, in ``order`` within the bucket (see
+    ``bucket_batches`` for the arguments)."""
+    budget = cfg.tokens_per_batch if tokens_per_batch is None else tokens_per_batch
+    bucket_of = bucket_ids(lengths, cfg)[order]
+    groups: dict[int, list[np.ndarray]] = {}
+    for b in np.unique(bucket_of).tolist():
         members = order[bucket_of == b]
-        if len(members) == 0:
-            continue
+        batches = groups[int(b)] = []
         if budget:
             cur: list[int] = []
             longest = 0
@@ -437,10 +463,7 @@ def bucket_batches(lengths: np.ndarray, order: np.ndarray, cfg: BucketConfig, ba
                 batches.append(np.array(cur))
         else:
             batches.extend(members[i : i + batch_size] for i in range(0, len(members), batch_size))
-    if not shuffle:
-        return batches
-    perm = rng.permutation(len(batches))
-    return [batches[i] for i in perm]
+    return groups
 
 
 def make_plan(corpus: Corpus, cfg: DataConfig, kind: str, worker: int,

@@ -59,8 +59,10 @@ class Point:
 
 def _group_key(rec: dict) -> tuple:
     k = rec["key"]
+    aligned = (rec.get("config") or {}).get("data", {}).get("bucketing", {}).get("align_ranks")
     return (k["name"], k["model"], k["framework"], k["rnn_impl"], k["scaling"],
-            k.get("bucketing", False), k.get("pad_to", "batch"), k.get("epochs", 0))
+            k.get("bucketing", False), k.get("pad_to", "batch"), k.get("epochs", 0),
+            bool(aligned))
 
 
 def _median_of(recs: list[dict], get: Any) -> float | None:
@@ -148,10 +150,11 @@ SCALING_LABELS = {"weak": "weak scaling (fixed batch per rank, global batch grow
 
 
 def _title(group: tuple) -> str:
-    name, model, fw, impl, scaling, bucketing, pad_to, epochs = group
+    name, model, fw, impl, scaling, bucketing, pad_to, epochs, aligned = group
     impl_name = {"fused": "fused kernel (cudnn_lstm-style)",
                  "loop": "step-by-step loop (dynamic_rnn-style)"}.get(impl, impl)
     extra = ", length-bucketed" if bucketing else ""
+    extra += " (ranks aligned on one bucket per step)" if aligned else ""
     extra += ", every batch padded to the max length" if pad_to == "max" else ""
     extra += f", {epochs} epoch{'s' if epochs != 1 else ''} per run" if epochs else ""
     return f"{name}: {model} / {fw} / {impl_name} / {SCALING_LABELS.get(scaling, scaling)}{extra}"
@@ -255,9 +258,10 @@ def to_csv(points: dict[tuple, dict[str, list[Point]]]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["name", "model", "framework", "rnn_impl", "scaling", "bucketing", "pad_to",
-                "epochs", "strategy", "ranks", "workers", "batch_size", "tokens_per_batch",
-                "steps", "time_s", "words_per_s", "speedup", "efficiency_pct", "step_jitter_ms",
-                "runs", "padded_pct", "unbucketed_padded_pct", "idle_ms_per_step", "idle_pct"])
+                "epochs", "aligned_buckets", "strategy", "ranks", "workers", "batch_size",
+                "tokens_per_batch", "steps", "time_s", "words_per_s", "speedup",
+                "efficiency_pct", "step_jitter_ms", "runs", "padded_pct",
+                "unbucketed_padded_pct", "idle_ms_per_step", "idle_pct"])
     for group in sorted(points):
         for label, pts in sorted(points[group].items()):
             for p in pts:
@@ -278,9 +282,10 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def _slug(group: tuple) -> str:
-    name, model, fw, impl, scaling, bucketing, pad_to, epochs = group
+    name, model, fw, impl, scaling, bucketing, pad_to, epochs, aligned = group
     s = f"{name}_{model}_{fw}_{impl}_{scaling}" + ("_bucketed" if bucketing else "")
-    s += ("_padmax" if pad_to == "max" else "") + (f"_{epochs}ep" if epochs else "")
+    s += ("_aligned" if aligned else "") + ("_padmax" if pad_to == "max" else "")
+    s += f"_{epochs}ep" if epochs else ""
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in s)
 
 

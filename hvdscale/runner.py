@@ -157,7 +157,8 @@ def _train(cfg: RunConfig, world: World, fw: Any, out_dir: str | Path, started: 
     strategy.setup(adapter)
 
     # Epoch mode: every rank agrees on the step count here; ranks out of batches get None.
-    schedule, batches = make_schedule(cfg.measure, plan, world)
+    schedule, batches = make_schedule(cfg.measure, plan, world,
+                                      align=cfg.data.bucketing.align_ranks)
     meter = StepMeter(schedule.warmup_steps)
     watchdog = StepWatchdog(cfg.measure.step_timeout_s, world, rank, lambda: strategy.phase)
     rss_first = None
@@ -277,7 +278,7 @@ def _record(cfg: RunConfig, world: World, strategy: Any, adapter: Any, ranks: li
         "vocab": {"src": src_vocab, "tgt": tgt_vocab},
         "truncated_sentences_rank0": truncated,
         "measure": {"warmup_steps": schedule.warmup_steps, "steps": schedule.steps,
-                    "epochs": schedule.epochs,
+                    "epochs": schedule.epochs, "aligned_buckets": schedule.aligned,
                     "batches_per_rank": list(schedule.batches_per_rank)},
         "padding": padding_summary([r["padding_profile"] for r in ranks if r["computes"]],
                                    summary["words"], summary["padded_tokens"]),

@@ -14,20 +14,33 @@ Two modes, chosen by ``measure.epochs``:
 
 ``hvd.join()`` was the alternative: it gives the same zeros but only for Horovod, leaves the
 joined rank's replica (and optimizer state) behind until a broadcast from the last rank, and
-has no counterpart for the MPI parameter server. Agreeing up front costs one allgather of an
-int per run and works the same for every strategy.
+has no counterpart for the MPI parameter server. Agreeing up front costs one allgather per run
+and works the same for every strategy.
+
+With ``data.bucketing.align_ranks`` every rank draws its batch of a step from the same length
+bucket (see ``BucketConfig.align_ranks``); the same one allgather carries each rank's batch
+counts per bucket, and the bucket sequence is drawn from the data seed, identically everywhere.
+
+``make_schedule`` does the collective; ``build_schedule`` is pure, so a test can rebuild every
+rank's stream in one process.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from hvdscale.config import MeasureConfig
 from hvdscale.data import Batch, BatchPlan
 from hvdscale.errors import HvdscaleError
 from hvdscale.world import World
+
+ALIGN_SEED_TAG = 11  # the shared bucket sequences' seed: [data.seed, epoch, 11]; no rank in it
 
 
 @dataclass(frozen=True)
@@ -42,51 +55,112 @@ class Schedule:
     """Whole epochs measured (0: fixed step count)."""
     batches_per_rank: tuple[int | None, ...] = ()
     """Epoch mode: measured batches each rank holds, in rank order (None: serve-only)."""
+    aligned: bool = False
+    """Whether every rank draws from the same length bucket at each step."""
 
 
-def agree_steps(world: World, own_batches: int | None) -> tuple[int, tuple[int | None, ...]]:
-    """The step count of an epoch-bounded run, identical on every rank.
+def local_summary(cfg: MeasureConfig, plan: BatchPlan | None, align: bool) -> Any:
+    """What this rank contributes to the agreement (None on a rank that only serves).
 
-    Args:
-        world: the job's ranks; every rank must call this (it is a collective).
-        own_batches: this rank's number of batches, or None on a rank that only serves.
-
-    Returns:
-        (the most batches any rank holds, every rank's count in rank order).
+    Epoch mode: its number of batches, or with ``align`` its batch count per bucket per epoch.
+    Fixed steps with ``align``: its batch count per bucket in one epoch (the draw's weights).
     """
-    counts = tuple(world.allgather(own_batches))  # hvd: one small collective, before training
-    steps = max((c for c in counts if c is not None), default=0)
-    if steps == 0:
-        raise HvdscaleError("measure.epochs: no rank has a batch to train on (corpus smaller "
-                            "than one batch?)")
-    return steps, counts
+    if plan is None:
+        return None
+    if not align:
+        return len(plan.epochs(cfg.epochs))
+    if cfg.epochs == 0:
+        return _counts(plan.epoch_buckets(0))
+    return [_counts(plan.epoch_buckets(e)) for e in range(cfg.epochs)]
 
 
-def make_schedule(cfg: MeasureConfig, plan: BatchPlan | None,
-                  world: World) -> tuple[Schedule, Iterator[Batch | None]]:
+def make_schedule(cfg: MeasureConfig, plan: BatchPlan | None, world: World,
+                  align: bool = False) -> tuple[Schedule, Iterator[Batch | None]]:
     """The agreed schedule and this rank's batches, one per step (None: no batch this step).
 
     Args:
         cfg: the ``measure`` section.
         plan: this rank's batch plan, or None on a rank that only serves.
-        world: the job's ranks (used in epoch mode only, by every rank).
+        world: the job's ranks; every rank calls this (a collective, except with fixed steps
+            and no alignment).
+        align: ``data.bucketing.align_ranks`` (with bucketing enabled).
 
     Returns:
         The schedule and an iterator of exactly ``warmup_steps + steps`` items.
     """
-    if cfg.epochs == 0:
+    if cfg.epochs == 0 and not align:
         schedule = Schedule(cfg.warmup_steps, cfg.steps, 0)
         if plan is None:
             return schedule, itertools.repeat(None, cfg.warmup_steps + cfg.steps)
         return schedule, itertools.islice(plan.batches(), cfg.warmup_steps + cfg.steps)
+    # hvd: one small collective before training, entered by every rank (servers send None)
+    gathered = world.allgather(local_summary(cfg, plan, align))
+    return build_schedule(cfg, plan, gathered, align)
 
-    own = plan.epochs(cfg.epochs) if plan is not None else None
-    steps, counts = agree_steps(world, len(own) if own is not None else None)
-    schedule = Schedule(cfg.warmup_steps, steps, cfg.epochs, counts)
+
+def build_schedule(cfg: MeasureConfig, plan: BatchPlan | None, gathered: list[Any],
+                   align: bool) -> tuple[Schedule, Iterator[Batch | None]]:
+    """``make_schedule`` after the allgather: the same steps on every rank, from ``gathered``
+    (every rank's ``local_summary``, in rank order)."""
+    warmup = cfg.warmup_steps
+    workers = [g for g in gathered if g is not None]
+    if cfg.epochs == 0:  # aligned fixed steps
+        weights: dict[int, int] = {}
+        for counts in workers:
+            for b, n in counts.items():
+                weights[b] = weights.get(b, 0) + n
+        schedule = Schedule(warmup, cfg.steps, 0, aligned=True)
+        if plan is None:
+            return schedule, itertools.repeat(None, warmup + cfg.steps)
+        return schedule, _aligned_steps(plan, weights, warmup + cfg.steps)
+    if not align:
+        steps = max(workers, default=0)
+        _check_steps(steps)
+        schedule = Schedule(warmup, steps, cfg.epochs, tuple(gathered))
+        if plan is None:
+            return schedule, itertools.repeat(None, warmup + steps)
+        own = plan.epochs(cfg.epochs)
+        return schedule, _epoch_stream(plan, own, warmup, steps, cfg.epochs)
+    seed = plan.cfg.seed if plan is not None else 0
+    shuffle = plan.cfg.shuffle if plan is not None else False
+    sequences = [aligned_sequence([w[e] for w in workers], seed, e, shuffle)
+                 for e in range(cfg.epochs)]
+    steps = sum(len(s) for s in sequences)
+    _check_steps(steps)
+    totals = tuple(None if g is None else sum(sum(c.values()) for c in g) for g in gathered)
+    schedule = Schedule(warmup, steps, cfg.epochs, totals, aligned=True)
     if plan is None:
-        return schedule, itertools.repeat(None, cfg.warmup_steps + steps)
-    assert own is not None
-    return schedule, _epoch_stream(plan, own, cfg.warmup_steps, steps, cfg.epochs)
+        return schedule, itertools.repeat(None, warmup + steps)
+    return schedule, _aligned_epochs(plan, sequences, warmup, cfg.epochs)
+
+
+def aligned_sequence(counts: list[dict[int, int]], seed: int, epoch: int,
+                     shuffle: bool = True) -> list[int]:
+    """The bucket of each step of one epoch when ranks align: every bucket as many times as
+    the rank with most batches in it holds, shuffled with a seed shared by all ranks.
+
+    Args:
+        counts: each worker's batch count per bucket in this epoch.
+        seed: the data seed (``data.seed``), the same on every rank.
+        epoch: the epoch (a new order each epoch).
+        shuffle: False keeps the buckets in order, short to long (``data.shuffle=false``).
+    """
+    buckets = sorted({b for c in counts for b in c})
+    seq = [b for b in buckets for _ in range(max(c.get(b, 0) for c in counts))]
+    if not shuffle:
+        return seq
+    perm = np.random.default_rng([seed, epoch, ALIGN_SEED_TAG]).permutation(len(seq))
+    return [seq[i] for i in perm]
+
+
+def _counts(groups: dict[int, list]) -> dict[int, int]:
+    return {b: len(v) for b, v in groups.items()}
+
+
+def _check_steps(steps: int) -> None:
+    if steps == 0:
+        raise HvdscaleError("measure.epochs: no rank has a batch to train on (corpus smaller "
+                            "than one batch?)")
 
 
 def _epoch_stream(plan: BatchPlan, own: list, warmup: int, steps: int,
@@ -97,3 +171,37 @@ def _epoch_stream(plan: BatchPlan, own: list, warmup: int, steps: int,
     for idx in own:
         yield plan.make(idx)
     yield from itertools.repeat(None, steps - len(own))
+
+
+def _aligned_epochs(plan: BatchPlan, sequences: list[list[int]], warmup: int,
+                    epochs: int) -> Iterator[Batch | None]:
+    yield from itertools.islice(plan.batches(first_epoch=epochs), warmup)
+    for e, seq in enumerate(sequences):
+        queues = {b: iter(v) for b, v in plan.epoch_buckets(e).items()}
+        for b in seq:
+            idx = next(queues.get(b, iter(())), None)
+            yield None if idx is None else plan.make(idx)  # None: this bucket is spent here
+
+
+def _aligned_steps(plan: BatchPlan, weights: dict[int, int], n: int) -> Iterator[Batch]:
+    """``n`` batches, the bucket of each drawn in proportion to ``weights`` (all ranks' batch
+    counts per bucket) with the shared seed; each bucket cycles through its own epochs."""
+    buckets = sorted(weights)
+    p = np.array([weights[b] for b in buckets], dtype=np.float64)
+    rng = np.random.default_rng([plan.cfg.seed, ALIGN_SEED_TAG])
+    draws = rng.choice(len(buckets), size=n, p=p / p.sum())
+    epoch_buckets = functools.lru_cache(maxsize=4)(plan.epoch_buckets)
+    mine = sorted(epoch_buckets(0))
+
+    def endless(b: int) -> Iterator[np.ndarray]:
+        for e in itertools.count():
+            yield from epoch_buckets(e).get(b, [])
+
+    queues: dict[int, Iterator[np.ndarray]] = {}
+    for d in draws:
+        b = buckets[int(d)]
+        # A bucket this rank has no sentence in: its nearest one (lengths stay close).
+        own = b if b in mine else min(mine, key=lambda m: (abs(m - b), m))
+        if own not in queues:
+            queues[own] = endless(own)
+        yield plan.make(next(queues[own]))

@@ -15,18 +15,22 @@ EPOCH_RUN = [x for kv in ("measure.epochs=1", "measure.warmup_steps=1",
                           "data.scaling=strong", "data.batch_size=15") for x in ("--set", kv)]
 
 
-@pytest.mark.parametrize("strategy", ["horovod", "ps"])
-def test_bucketed_epoch_run_records_idle_and_padding(strategy: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("strategy,align", [("horovod", False), ("ps", False),
+                                            ("horovod", True)])
+def test_bucketed_epoch_run_records_idle_and_padding(strategy: str, align: bool,
+                                                    tmp_path: Path) -> None:
     r = _run(["mpirun", "-np", "2", "hvdscale", "run", "configs/demo.yaml", "--out",
-              str(tmp_path), "--set", f"strategy.name={strategy}", *EPOCH_RUN], timeout=180)
+              str(tmp_path), "--set", f"strategy.name={strategy}", *EPOCH_RUN,
+              "--set", f"data.bucketing.align_ranks={str(align).lower()}"], timeout=180)
     assert r.returncode == 0, r.stderr
     (rec,) = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
-    counts = rec["measure"]["batches_per_rank"]
-    assert rec["measure"]["steps"] == max(counts) and rec["measure"]["epochs"] == 1
+    counts, steps = rec["measure"]["batches_per_rank"], rec["measure"]["steps"]
+    assert rec["measure"]["epochs"] == 1 and rec["measure"]["aligned_buckets"] == align
+    assert steps >= max(counts) if align else steps == max(counts)
     idle = rec["idle"]
     assert [p["batches"] for p in idle["per_rank"]] == counts
-    assert [p["idle_steps"] for p in idle["per_rank"]] == [max(counts) - c for c in counts]
-    assert idle["ranks_out_of_batches"] == [i for i, c in enumerate(counts) if c < max(counts)]
+    assert [p["idle_steps"] for p in idle["per_rank"]] == [steps - c for c in counts]
+    assert idle["ranks_out_of_batches"] == [i for i, c in enumerate(counts) if c < steps]
     assert all(p["idle_s"] >= 0 for p in idle["per_rank"])
     pad = rec["padding"]
     assert pad["window"]["words"] == rec["words"]
@@ -39,4 +43,5 @@ def test_bucketed_epoch_run_records_idle_and_padding(strategy: str, tmp_path: Pa
     assert rep.returncode == 0, rep.stderr
     text = md.read_text()
     assert "strong scaling (fixed global batch divided across ranks)" in text
+    assert ("ranks aligned on one bucket per step" in text) == align
     assert "### Padding and straggler idle" in text and "Total time to run 1 epoch" in text

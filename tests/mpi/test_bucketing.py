@@ -17,7 +17,7 @@ import pytest
 from hvdscale.config import load_config
 from hvdscale.data import BatchPlan, concat_batches, load_corpus, make_plan
 from hvdscale.frameworks.torch import TorchAdapter
-from hvdscale.schedule import make_schedule
+from hvdscale.schedule import build_schedule, local_summary, make_schedule
 from hvdscale.strategies import make_strategy
 from hvdscale.world import is_gloo_launch
 
@@ -49,7 +49,7 @@ def _distributed(cfg, world) -> tuple[np.ndarray, object, object, int]:
     plan = _plan(cfg, widx, nworkers) if strategy.computes else None
     adapter = TorchAdapter(cfg.model, cfg.optim, cfg.model.src_vocab, cfg.model.tgt_vocab)
     strategy.setup(adapter)
-    schedule, stream = make_schedule(cfg.measure, plan, world)
+    schedule, stream = make_schedule(cfg.measure, plan, world, cfg.data.bucketing.align_ranks)
     without = 0
     for batch in stream:
         without += batch is None
@@ -59,25 +59,35 @@ def _distributed(cfg, world) -> tuple[np.ndarray, object, object, int]:
 
 
 def _reference(cfg, nworkers: int, independent_worker: int | None = None) -> np.ndarray:
-    """One process: per step, one update on the union of the batches the workers hold."""
+    """One process: per step, one update on the union of the batches the workers hold.
+
+    Every worker's stream is rebuilt here from the same schedule the ranks agreed on.
+    """
     adapter = TorchAdapter(cfg.model, cfg.optim, cfg.model.src_vocab, cfg.model.tgt_vocab)
+    align = cfg.data.bucketing.align_ranks
     plans = [_plan(cfg, w, nworkers) for w in range(nworkers)]
-    own = [p.epochs(cfg.measure.epochs) for p in plans]
+    gathered = [local_summary(cfg.measure, p, align) for p in plans]
+    built = [build_schedule(cfg.measure, p, gathered, align) for p in plans]
+    streams = [list(stream) for _, stream in built]
     if independent_worker is not None:
-        plans, own = [plans[independent_worker]], [own[independent_worker]]
-    steps = max(len(o) for o in own)
-    uneven_step = False
-    for s in range(steps):
-        parts = [p.make(o[s]) for p, o in zip(plans, own, strict=True) if s < len(o)]
-        shapes = {(b.sentences, b.src.shape[1]) for b in parts}
-        uneven_step |= len(shapes) > 1
+        streams = [streams[independent_worker]]
+    uneven_step = idle_step = False
+    for step in zip(*streams, strict=True):
+        parts = [b for b in step if b is not None]
+        idle_step |= len(parts) < len(step)
+        uneven_step |= len({(b.sentences, b.src.shape[1]) for b in parts}) > 1
+        if not parts:
+            continue
         union = concat_batches(parts)
         adapter.zero_grad()
         adapter.forward_backward(union, 1.0 / union.loss_tokens)
         adapter.step()
     if nworkers > 1 and independent_worker is None:
-        assert len({len(o) for o in own}) > 1, "test data: batch counts should differ by rank"
+        assert idle_step, "test data: some rank should run out of batches"
         assert uneven_step, "test data: sentence counts and lengths should differ at a step"
+        if not align:
+            counts = built[0][0].batches_per_rank
+            assert len(set(counts)) > 1, "test data: batch counts should differ by rank"
     return adapter.params_buffer().copy()
 
 
@@ -87,7 +97,9 @@ def _rel(a: np.ndarray, b: np.ndarray) -> float:
 
 def _check_schedule(schedule, without: int, strategy, world) -> None:
     counts = schedule.batches_per_rank
-    assert schedule.steps == max(c for c in counts if c is not None)
+    most = max(c for c in counts if c is not None)
+    # Aligned buckets: each bucket gets the most batches any rank holds in it, so more steps.
+    assert schedule.steps >= most if schedule.aligned else schedule.steps == most
     mine = counts[world.rank]
     assert without == (schedule.steps - mine if strategy.computes else schedule.steps)
     if sum(c is not None for c in counts) > 1:
@@ -95,8 +107,9 @@ def _check_schedule(schedule, without: int, strategy, world) -> None:
 
 
 @pytest.mark.parametrize("extra", [
-    (), ("strategy.horovod.op=average", "optim.name=adam", "optim.lr=0.01")],
-    ids=["sum-momentum", "average-adam"])
+    (), ("strategy.horovod.op=average", "optim.name=adam", "optim.lr=0.01"),
+    ("data.bucketing.align_ranks=true", "data.bucketing.tokens_per_batch=40")],
+    ids=["sum-momentum", "average-adam", "aligned-token-budget"])
 def test_horovod_uneven_epoch_equals_one_process_on_union(extra, hvd, comm_world) -> None:
     cfg = _cfg("horovod", *extra)
     params, strategy, schedule, without = _distributed(cfg, comm_world)
@@ -107,16 +120,18 @@ def test_horovod_uneven_epoch_equals_one_process_on_union(extra, hvd, comm_world
     assert _rel(params, _reference(cfg, comm_world.size)) < REL_TOL
 
 
-ps_cases = [("colocated", 1), ("colocated", 2), ("dedicated", 1)]
+ps_cases = [("colocated", 1, ()), ("colocated", 2, ()), ("dedicated", 1, ()),
+            ("colocated", 1, ("data.bucketing.align_ranks=true",))]
 
 
 @pytest.mark.skipif(is_gloo_launch(), reason="the parameter server needs an MPI launch")
-@pytest.mark.parametrize("placement,servers", ps_cases)
-def test_ps_uneven_epoch_equals_one_process_on_union(placement, servers, hvd,
+@pytest.mark.parametrize("placement,servers,extra", ps_cases)
+def test_ps_uneven_epoch_equals_one_process_on_union(placement, servers, extra, hvd,
                                                      comm_world) -> None:
     if placement == "dedicated" and servers >= comm_world.size:
         pytest.skip("no worker left")
-    cfg = _cfg("ps", f"strategy.ps.placement={placement}", f"strategy.ps.num_servers={servers}")
+    cfg = _cfg("ps", f"strategy.ps.placement={placement}", f"strategy.ps.num_servers={servers}",
+               *extra)
     params, strategy, schedule, without = _distributed(cfg, comm_world)
     _check_schedule(schedule, without, strategy, comm_world)
     everyone = comm_world.allgather((strategy.computes, params))
@@ -126,7 +141,7 @@ def test_ps_uneven_epoch_equals_one_process_on_union(placement, servers, hvd,
         assert np.array_equal(p, worker_params[0])
     assert _rel(worker_params[0], _reference(cfg, strategy.num_workers)) < REL_TOL
     if placement == "colocated":  # the same function as horovod on the same data
-        hv, *_ = _distributed(_cfg("horovod"), comm_world)
+        hv, *_ = _distributed(_cfg("horovod", *extra), comm_world)
         assert _rel(params, hv) < REL_TOL
 
 

@@ -11,6 +11,7 @@ import pytest
 from hvdscale.config import load_config
 from hvdscale.data import (
     BatchPlan,
+    bucket_ids,
     geometric_boundaries,
     load_corpus,
     make_plan,
@@ -19,7 +20,7 @@ from hvdscale.data import (
 from hvdscale.errors import ConfigError, HvdscaleError
 from hvdscale.meter import StepMeter, idle_times, summarize
 from hvdscale.report import collect, markdown
-from hvdscale.schedule import agree_steps, make_schedule
+from hvdscale.schedule import aligned_sequence, build_schedule, local_summary, make_schedule
 
 BASE = ["data.synthetic.sentences_per_rank=300", "data.synthetic.max_len=60",
         "data.synthetic.mean_len=12", "data.batch_size=16", "data.bucketing.enabled=true"]
@@ -121,10 +122,13 @@ class FakeWorld:
         return list(self.counts)
 
 
-def test_agree_steps_takes_the_most_batches_and_ignores_servers() -> None:
-    assert agree_steps(FakeWorld(1, [None, 5, 9]), 5) == (9, (None, 5, 9))  # type: ignore[arg-type]
+def test_epoch_steps_are_the_most_batches_and_servers_are_ignored() -> None:
+    cfg = _cfg("measure.epochs=1", "measure.warmup_steps=0")
+    schedule, stream = build_schedule(cfg.measure, None, [None, 5, 9], align=False)
+    assert schedule.steps == 9 and schedule.batches_per_rank == (None, 5, 9)
+    assert list(stream) == [None] * 9
     with pytest.raises(HvdscaleError, match="no rank has a batch"):
-        agree_steps(FakeWorld(0, [0, None]), 0)  # type: ignore[arg-type]
+        build_schedule(cfg.measure, None, [0, None], align=False)
 
 
 def test_epoch_schedule_pads_a_short_rank_with_no_batch() -> None:
@@ -159,9 +163,62 @@ def test_fixed_step_schedule_needs_no_collective() -> None:
     assert schedule.steps == 5 and len([b for b in stream if b is not None]) == 7
 
 
-def test_measure_epochs_is_validated() -> None:
+def test_measure_epochs_and_align_ranks_are_validated() -> None:
     with pytest.raises(ConfigError, match=r"measure\.epochs must be >= 0"):
         _cfg("measure.epochs=-1")
+    with pytest.raises(ConfigError, match=r"align_ranks needs data\.bucketing\.enabled"):
+        _cfg("data.bucketing.enabled=false", "data.bucketing.align_ranks=true")
+
+
+def test_bucket_ids_agree_across_ranks_whatever_their_longest_sentence() -> None:
+    cfg = _cfg().data.bucketing
+    short = bucket_ids(np.array([3, 9, 40, 61]), cfg)  # this rank's longest is 61
+    long = bucket_ids(np.array([3, 9, 40, 61, 100]), cfg)  # this one's is 100
+    assert short.tolist() == long[:4].tolist()
+
+
+def test_aligned_sequence_gives_each_bucket_its_largest_count() -> None:
+    counts = [{0: 3, 2: 1}, {0: 2, 1: 4}]
+    seq = aligned_sequence(counts, seed=5, epoch=0)
+    assert sorted(seq) == [0, 0, 0, 1, 1, 1, 1, 2]
+    assert seq == aligned_sequence(counts, seed=5, epoch=0)  # the same on every rank
+    assert seq != aligned_sequence(counts, seed=5, epoch=1)
+    assert aligned_sequence(counts, 5, 0, shuffle=False) == [0, 0, 0, 1, 1, 1, 1, 2]
+
+
+def _two_rank_streams(*extra: str) -> tuple[list[BatchPlan], list, list]:
+    cfg = _cfg("data.bucketing.align_ranks=true", "measure.warmup_steps=0", *extra)
+    plans = [_plan(cfg, rank=r, size=2) for r in range(2)]
+    gathered = [local_summary(cfg.measure, p, align=True) for p in plans]
+    built = [build_schedule(cfg.measure, p, gathered, align=True) for p in plans]
+    return plans, [s for s, _ in built], [list(it) for _, it in built]
+
+
+def test_aligned_epochs_put_every_rank_in_one_bucket_per_step() -> None:
+    plans, schedules, streams = _two_rank_streams("measure.epochs=2")
+    assert schedules[0] == schedules[1] and schedules[0].aligned
+    steps = schedules[0].steps
+    assert all(len(s) == steps for s in streams)
+    bounds = geometric_boundaries(100)
+    for b0, b1 in zip(*streams, strict=True):
+        if b0 is not None and b1 is not None:
+            assert _bucket(int(b0.src_len.max()) + 1, bounds) == \
+                _bucket(int(b1.src_len.max()) + 1, bounds)
+    for plan, stream, total in zip(plans, streams, schedules[0].batches_per_rank, strict=True):
+        real = [b for b in stream if b is not None]
+        assert len(real) == total  # every batch of both epochs, once
+        assert sum(b.words for b in real) == 2 * sum(len(s) - 1 for s in plan.corpus.src)
+    assert any(b is None for s in streams for b in s)  # some rank idles in some bucket
+
+
+def test_aligned_fixed_steps_draw_the_same_bucket_on_every_rank() -> None:
+    _, schedules, streams = _two_rank_streams("measure.steps=40")
+    assert schedules[0].steps == 40 and all(len(s) == 40 for s in streams)
+    bounds = geometric_boundaries(100)
+    same = [_bucket(int(b0.src_len.max()) + 1, bounds) == _bucket(int(b1.src_len.max()) + 1,
+                                                                   bounds)
+            for b0, b1 in zip(*streams, strict=True)]
+    assert sum(same) >= 0.9 * len(same)  # the rest: a bucket one rank lacks, its nearest
 
 
 def _rank(rank: int, compute: list[float], steps: list[float], idle_steps: int = 0) -> dict:
