@@ -71,8 +71,6 @@ def main() -> int:
 
     local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))
     os.environ.update(thread_env(1, "auto", local))
-    init_horovod({})
-    import horovod.torch as hvd
     import torch
     from mpi4py import MPI
 
@@ -127,6 +125,11 @@ def main() -> int:
                      "bytes_per_server": info["bytes_per_server"]})
 
     # Horovod allreduce of the same bytes (one flat fp32 tensor: what fusion would build).
+    # Horovod starts only now: a ps run never starts it, and its background thread would
+    # compete with the parameter server's ranks for the cores.
+    init_horovod({})
+    import horovod.torch as hvd
+
     flat = torch.zeros(model_bytes // 4)
     for _ in range(3):
         hvd.allreduce_(flat, op=hvd.Sum, name="bench.flat")
