@@ -34,6 +34,16 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def record_key(cfg: Any) -> dict[str, Any]:
+    """The fields a report groups records by, from a ``RunConfig`` (written by the runner for a
+    run, and by the sweep for a failed point, so both land in the same group)."""
+    return {"model": cfg.model.kind, "framework": cfg.framework, "rnn_impl": cfg.model.rnn_impl,
+            "strategy": cfg.strategy.name, "scaling": cfg.data.scaling,
+            "batch_size": cfg.data.batch_size, "bucketing": cfg.data.bucketing.enabled,
+            "tokens_per_batch": cfg.data.bucketing.tokens_per_batch, "pad_to": cfg.data.pad_to,
+            "epochs": cfg.measure.epochs, "name": cfg.name}
+
+
 def results_path(out_dir: str | Path) -> Path:
     return Path(out_dir) / RESULTS_FILE
 

@@ -245,6 +245,7 @@ def _record(cfg: RunConfig, world: World, strategy: Any, adapter: Any, ranks: li
             argv: list[str] | None, truncated: int, src_vocab: int, tgt_vocab: int,
             schedule: Any) -> dict:
     from hvdscale.provenance import git_revision, versions
+    from hvdscale.results import record_key
 
     compute = [r["rank"] for r in ranks if r["computes"]]
     summary = summarize(ranks, compute, strategy.synchronous)
@@ -257,12 +258,7 @@ def _record(cfg: RunConfig, world: World, strategy: Any, adapter: Any, ranks: li
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "argv": argv or sys.argv,
         "config": to_dict(cfg),
-        "key": {"model": cfg.model.kind, "framework": cfg.framework,
-                "rnn_impl": cfg.model.rnn_impl, "strategy": cfg.strategy.name,
-                "scaling": cfg.data.scaling, "batch_size": cfg.data.batch_size,
-                "bucketing": cfg.data.bucketing.enabled,
-                "tokens_per_batch": cfg.data.bucketing.tokens_per_batch,
-                "pad_to": cfg.data.pad_to, "epochs": schedule.epochs, "name": cfg.name},
+        "key": record_key(cfg),
         "ranks": world.size,
         "workers": len(compute),
         "hosts": sorted({r["host"] for r in ranks}),

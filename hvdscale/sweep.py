@@ -29,7 +29,13 @@ from typing import Any
 from hvdscale.config import STRATEGIES, RunConfig, load_config, to_dict
 from hvdscale.errors import HvdscaleError
 from hvdscale.hostfile import Hostfile, parse_hostfile, write_hostfile
-from hvdscale.results import append_record, check_writable, read_records, results_path
+from hvdscale.results import (
+    append_record,
+    check_writable,
+    read_records,
+    record_key,
+    results_path,
+)
 
 LAUNCHERS = ("mpirun", "horovodrun", "srun")
 
@@ -227,16 +233,6 @@ def plan_sweep(config: str | Path, np: str | list[int], strategies: str | list[s
 
 # --- records --------------------------------------------------------------------------------
 
-def point_key(cfg: RunConfig) -> dict[str, Any]:
-    """The record key the runner writes for ``cfg`` (hvdscale.runner._record), so a failed
-    point sits in the same report group as its successful neighbours."""
-    return {"model": cfg.model.kind, "framework": cfg.framework, "rnn_impl": cfg.model.rnn_impl,
-            "strategy": cfg.strategy.name, "scaling": cfg.data.scaling,
-            "batch_size": cfg.data.batch_size, "bucketing": cfg.data.bucketing.enabled,
-            "tokens_per_batch": cfg.data.bucketing.tokens_per_batch, "pad_to": cfg.data.pad_to,
-            "epochs": getattr(cfg.measure, "epochs", 0), "name": cfg.name}
-
-
 def point_workers(cfg: RunConfig, ranks: int) -> int:
     """Ranks that compute: all, except a dedicated parameter server's serve-only ranks."""
     ps = cfg.strategy.ps
@@ -414,7 +410,7 @@ def run_point(spec: SweepSpec, point: Point, hostfile_path: Path | None = None) 
     append_record(spec.out, {
         "schema": 1, "status": "failed", "name": point.cfg.name, "started": started,
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-        "key": point_key(point.cfg), "ranks": point.ranks,
+        "key": record_key(point.cfg), "ranks": point.ranks,
         "workers": point_workers(point.cfg, point.ranks), "config": to_dict(point.cfg),
         "launcher": spec.launcher, "command": cmd, "returncode": rc, "timed_out": timed_out,
         "seconds": round(seconds, 3), "error": error,
