@@ -13,12 +13,12 @@ flat gradient buffers, the meter and the step watchdog.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 
 import numpy as np
+from emit import emit  # bench/ is on sys.path when a script runs
 
 
 def main() -> int:
@@ -111,10 +111,7 @@ def main() -> int:
         out = {"config": args.config, "ranks": hvd.size(), "steps_each": len(mats["minimal"]),
                "median_step_s": med, "ratio": med["hvdscale"] / med["minimal"],
                "overhead_pct": 100.0 * (med["hvdscale"] / med["minimal"] - 1)}
-        print(json.dumps(out))
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(out, f, indent=1)
+        emit(out, args.json)
     return 0
 
 

@@ -17,12 +17,12 @@ W x its shard in each direction, so one server moves W times the model.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 
 import numpy as np
+from emit import emit  # bench/ is on sys.path when a script runs
 
 HEAVY = ["model.kind=nmt", "model.src_vocab=40000", "model.tgt_vocab=40000",
          "model.embed_dim=128", "model.hidden_size=128", "data.batch_size=4",
@@ -146,10 +146,7 @@ def main() -> int:
         out = {"ranks": n, "model_bytes": model_bytes, "alpha_s": alpha, "beta_s_per_byte": beta,
                "bandwidth_GBps": 1e-9 / beta if beta > 0 else None, "ps": rows,
                "horovod_allreduce_median_s": ar_t, "horovod_ring_predicted_s": ring_pred}
-        print(json.dumps(out, indent=1))
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(out, f, indent=1)
+        emit(out, args.json)
     return 0
 
 

@@ -16,6 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from emit import emit  # bench/ is on sys.path when a script runs
+
 
 def main() -> int:
     ap = argparse.ArgumentParser()
@@ -42,9 +44,7 @@ def main() -> int:
         "last_over_first_decile": dec[-1] / dec[0] if dec else None,
         "step_jitter_ms": rec["step_time"]["jitter"] * 1e3,
     }
-    print(json.dumps(result, indent=1))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1))
+    emit(result, args.json)
     return 0
 
 

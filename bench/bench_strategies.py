@@ -18,6 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from emit import emit  # bench/ is on sys.path when a script runs
+
 STRATEGIES = ("independent", "horovod", "ps")
 
 
@@ -59,9 +61,7 @@ def main() -> int:
               "horovod_over_independent": med["horovod"] / med["independent"],
               "ps_over_independent": med["ps"] / med["independent"],
               "ps_over_horovod": med["ps"] / med["horovod"]}
-    print(json.dumps(result, indent=1))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1))
+    emit(result, args.json)
     return 0
 
 
