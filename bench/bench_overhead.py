@@ -62,7 +62,7 @@ def main() -> int:
     strategy = HorovodTorch(cfg.strategy.horovod)
     strategy.setup(adapter)
     meter = StepMeter(0)
-    watchdog = StepWatchdog(cfg.measure.step_timeout_s, world, rank)
+    watchdog = StepWatchdog(cfg.measure.step_timeout_s, rank)
 
     def hvdscale_step(step: int) -> None:
         watchdog.start_step(step)

@@ -18,12 +18,14 @@ from typing import Any
 from hvdscale.config import RunConfig, to_dict
 from hvdscale.errors import HvdscaleError
 from hvdscale.meter import StepMeter, summarize
+from hvdscale.results import append_record, check_writable, record_key
 from hvdscale.world import (
     StepWatchdog,
     World,
     hostname,
     init_horovod,
     is_gloo_launch,
+    launch_rank,
     make_world,
     resolve_threads,
     thread_env,
@@ -93,8 +95,7 @@ def run(cfg: RunConfig, out_dir: str | Path,
         argv: list[str] | None = None) -> dict[str, Any] | None:
     """Run ``cfg`` on this rank; rank 0 returns the record it wrote, other ranks None."""
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    rank_hint = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("HOROVOD_RANK", "0")))
-    maybe_fault(rank_hint, "config")
+    maybe_fault(launch_rank(), "config")
 
     local_size = _launch_local_size()
     intra, inter = resolve_threads(cfg.threads.intra_op, cfg.threads.inter_op, local_size)
@@ -123,12 +124,6 @@ def run(cfg: RunConfig, out_dir: str | Path,
 
     fw.set_threads(intra, inter)
     return _train(cfg, world, fw, out_dir, started, intra, inter, hvd_env, argv)
-
-
-def check_writable(out_dir: str | Path) -> None:
-    from hvdscale.results import check_writable as _check
-
-    _check(out_dir)
 
 
 def _train(cfg: RunConfig, world: World, fw: Any, out_dir: str | Path, started: str, intra: int,
@@ -160,7 +155,7 @@ def _train(cfg: RunConfig, world: World, fw: Any, out_dir: str | Path, started: 
     schedule, batches = make_schedule(cfg.measure, plan, world,
                                       align=cfg.data.bucketing.align_ranks)
     meter = StepMeter(schedule.warmup_steps)
-    watchdog = StepWatchdog(cfg.measure.step_timeout_s, world, rank, lambda: strategy.phase)
+    watchdog = StepWatchdog(cfg.measure.step_timeout_s, rank, lambda: strategy.phase)
     rss_first = None
     last_loss = 0.0
     for step in range(-schedule.warmup_steps, schedule.steps):
@@ -203,8 +198,6 @@ def _train(cfg: RunConfig, world: World, fw: Any, out_dir: str | Path, started: 
         return None
     record = _record(cfg, world, strategy, adapter, gathered, started, intra, inter, hvd_env, argv,
                      corpus.truncated, src_vocab, tgt_vocab, schedule)
-    from hvdscale.results import append_record
-
     append_record(out_dir, record)
     return record
 
@@ -245,7 +238,6 @@ def _record(cfg: RunConfig, world: World, strategy: Any, adapter: Any, ranks: li
             argv: list[str] | None, truncated: int, src_vocab: int, tgt_vocab: int,
             schedule: Any) -> dict:
     from hvdscale.provenance import git_revision, versions
-    from hvdscale.results import record_key
 
     compute = [r["rank"] for r in ranks if r["computes"]]
     summary = summarize(ranks, compute, strategy.synchronous)

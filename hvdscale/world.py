@@ -236,10 +236,9 @@ class StepWatchdog:
 
     GRACE_S = 5.0
 
-    def __init__(self, timeout_s: float, world: World, rank: int,
+    def __init__(self, timeout_s: float, rank: int,
                  phase: Callable[[], str] = lambda: "compute") -> None:
         self.timeout_s = timeout_s
-        self.world = world
         self.rank = rank
         self.phase = phase
         self._deadline: float | None = None

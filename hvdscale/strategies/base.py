@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from hvdscale.data import Batch
@@ -39,6 +41,15 @@ class Strategy:
     computes = True
     phase = "compute"
     """``compute`` or ``communicate``: what this rank is doing now (read by the watchdog)."""
+
+    @contextmanager
+    def communicating(self) -> Iterator[None]:
+        """Mark this rank as waiting on the others for the duration (see ``phase``)."""
+        self.phase = "communicate"
+        try:
+            yield
+        finally:
+            self.phase = "compute"
 
     def setup(self, adapter: Adapter) -> None:
         """Bring every replica to the same starting point."""

@@ -76,22 +76,22 @@ class HorovodTorch(Strategy):
         numerator = float(self.size) if self.op == hvd.Average else 1.0
 
         def scale() -> float:
-            self.phase = "communicate"
-            total = float(hvd.synchronize(handle))  # hvd:
-            self.phase = "compute"
-            return numerator / total
+            with self.communicating():
+                return numerator / float(hvd.synchronize(handle))  # hvd:
 
-        self.phase = "compute"
         self.adapter.zero_grad()
         loss = self.adapter.forward_backward(batch, scale)
-        self.phase = "communicate"
-        self.optimizer.step()  # hvd: waits for the gradient allreduces, then updates
-        self.phase = "compute"
+        self._update()
+        return loss
+
+    def _update(self) -> None:
+        """The distributed optimizer step: wait for the gradient allreduces, then update."""
+        with self.communicating():
+            self.optimizer.step()  # hvd:
         if self.cfg.compression != "none":
             # Decompression swaps each .grad's storage (grad.set_) for the decompressed tensor;
             # its values are spent by the step above, so point .grad back into the flat buffer.
             self.adapter.restore_grad_views()  # type: ignore[attr-defined]
-        return loss
 
     def _idle_step(self, tokens_handle: Any) -> float:
         """Take part in a step without a batch: zero tokens, zero gradient.
@@ -101,14 +101,11 @@ class HorovodTorch(Strategy):
         ranks' allreduces complete. Summing zeros is exact, and the optimizer step that follows
         is the same on every rank, so replicas and optimizer state stay identical.
         """
-        self.phase = "communicate"
-        total = float(self.hvd.synchronize(tokens_handle))  # hvd:
+        with self.communicating():
+            total = float(self.hvd.synchronize(tokens_handle))  # hvd:
         self.adapter.zero_grad()
         if total > 0:  # all ranks see the same total: with no batch anywhere, all skip
-            self.optimizer.step()  # hvd: allreduces the zero gradients, then updates
-            if self.cfg.compression != "none":
-                self.adapter.restore_grad_views()  # type: ignore[attr-defined]
-        self.phase = "compute"
+            self._update()  # allreduces the zero gradients, then updates
         return 0.0
 
     def info(self) -> dict[str, Any]:

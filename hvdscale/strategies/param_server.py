@@ -116,7 +116,6 @@ class ParameterServer(Strategy):
 
     def step(self, batch: Batch | None) -> float:
         loss = 0.0
-        self.phase = "compute"
         if self.computes:
             # A worker without a batch pushes zero gradients and zero tokens: exact.
             self.adapter.zero_grad()
@@ -124,9 +123,8 @@ class ParameterServer(Strategy):
                 loss = self.adapter.forward_backward(batch, 1.0)
             self.tokens_out[0] = batch.loss_tokens if batch is not None else 0
         t = time.perf_counter()
-        self.phase = "communicate"
-        self._exchange(push=True)
-        self.phase = "compute"
+        with self.communicating():
+            self._exchange(push=True)
         self.comm_times.append(time.perf_counter() - t)
         return loss
 
