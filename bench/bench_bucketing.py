@@ -140,8 +140,8 @@ def work_imbalance(sets: list[str], np_: int) -> dict:
     recurrence on live slots only), and the share of rank time a rank would wait if time were
     proportional to work: 1 - sum over steps of the mean rank's work / sum of the most."""
     from hvdscale.config import load_config
-    from hvdscale.data import load_corpus, make_plan
-    from hvdscale.schedule import build_schedule, local_summary
+    from hvdscale.core.batching.schedule import build_schedule, local_summary
+    from hvdscale.core.data import load_corpus, make_plan
 
     cfg = load_config(Path("configs/demo.yaml"), sets)
     rnn, proj = macs_per_slot({"hidden_size": cfg.model.hidden_size,

@@ -61,8 +61,8 @@ def main() -> int:
     out = Path(args.out)
     load = {"start": list(os.getloadavg())}
 
-    from hvdscale.commbench import refit
-    from hvdscale.predict import run_predict
+    from hvdscale.study.commbench import refit
+    from hvdscale.study.predict import run_predict
 
     if not (args.reuse and (out / "commbench" / "commbench.json").exists()):
         sh("commbench", "--np", "2", "--sizes", args.sizes, "--out", str(out / "commbench"))

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from emit import emit  # bench/ is on sys.path when a script runs
 
-from hvdscale import fusion
+from hvdscale.study import fusion
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ("configs/commheavy_torch.yaml", "configs/demo.yaml")
@@ -121,7 +121,7 @@ def _timeline(out: Path, row: dict | None) -> dict | None:
     """Median timeline figures of a point's launches (from its records)."""
     if row is None:
         return None
-    from hvdscale.results import read_records
+    from hvdscale.records.store import read_records
 
     def setting(h: dict) -> tuple:
         t, c = h["fusion_threshold_mb"], h["cycle_time_ms"]

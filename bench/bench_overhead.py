@@ -39,9 +39,9 @@ def main() -> int:
     args = ap.parse_args()
 
     from hvdscale.config import load_config
+    from hvdscale.core.threads import resolve_threads, thread_env
+    from hvdscale.core.world import init_horovod
     from hvdscale.strategies.horovod import horovod_env
-    from hvdscale.threads import resolve_threads, thread_env
-    from hvdscale.world import init_horovod
 
     cfg = load_config(args.config)
     local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))
@@ -51,14 +51,14 @@ def main() -> int:
     import horovod.torch as hvd
     import torch
 
-    from hvdscale.data import BatchPlan, load_corpus
+    from hvdscale.core.data import BatchPlan, load_corpus
+    from hvdscale.core.meter import StepMeter
+    from hvdscale.core.progress import Progress, ProgressReport
+    from hvdscale.core.supervise import StepWatchdog
+    from hvdscale.core.world import make_world
     from hvdscale.frameworks.torch import TorchAdapter, set_threads
-    from hvdscale.meter import StepMeter
     from hvdscale.models.torch import build_model
-    from hvdscale.progress import Progress, ProgressReport
     from hvdscale.strategies.horovod import HorovodTorch
-    from hvdscale.supervise import StepWatchdog
-    from hvdscale.world import make_world
 
     set_threads(intra, inter)
     world = make_world(True)

@@ -34,9 +34,9 @@ def main() -> int:
     args = ap.parse_args()
 
     from hvdscale.config import load_config
+    from hvdscale.core.threads import resolve_threads, thread_env
+    from hvdscale.core.world import init_horovod, make_world
     from hvdscale.strategies.horovod import horovod_env
-    from hvdscale.threads import resolve_threads, thread_env
-    from hvdscale.world import init_horovod, make_world
 
     cfg = load_config(args.config, ["framework=tf"])
     local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))
@@ -48,12 +48,12 @@ def main() -> int:
     hvd = init_horovod(horovod_env(cfg.strategy.horovod), "tf")
     import tensorflow as tf
 
-    from hvdscale.data import BatchPlan, load_corpus
-    from hvdscale.meter import StepMeter
+    from hvdscale.core.data import BatchPlan, load_corpus
+    from hvdscale.core.meter import StepMeter
+    from hvdscale.core.progress import ProgressReport
+    from hvdscale.core.supervise import StepWatchdog
     from hvdscale.models.tf import build_model
-    from hvdscale.progress import ProgressReport
     from hvdscale.strategies.horovod import HorovodTF
-    from hvdscale.supervise import StepWatchdog
 
     world = make_world(True, "tf")
     rank = hvd.rank()

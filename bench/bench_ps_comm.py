@@ -67,8 +67,8 @@ def main() -> int:
     ap.add_argument("--json", default="")
     args = ap.parse_args()
 
-    from hvdscale.threads import thread_env
-    from hvdscale.world import init_horovod
+    from hvdscale.core.threads import thread_env
+    from hvdscale.core.world import init_horovod
 
     local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))
     os.environ.update(thread_env(1, "auto", local))
@@ -76,10 +76,10 @@ def main() -> int:
     from mpi4py import MPI
 
     from hvdscale.config import load_config
-    from hvdscale.data import BatchPlan, load_corpus
+    from hvdscale.core.data import BatchPlan, load_corpus
+    from hvdscale.core.world import MPIWorld
     from hvdscale.frameworks.torch import TorchAdapter, set_threads
     from hvdscale.strategies.param_server import ParameterServer
-    from hvdscale.world import MPIWorld
 
     set_threads(1, 1)
     comm = MPI.COMM_WORLD

@@ -74,8 +74,8 @@ def run_demo(impl: str, np: int, sets: list[str]) -> dict[str, Any]:
 
 def _adapter(impl: str) -> Any:
     from hvdscale.config import load_config
-    from hvdscale.data import BatchPlan, load_corpus, per_rank_batch_size
-    from hvdscale.device import resolve_device
+    from hvdscale.core.data import BatchPlan, load_corpus, per_rank_batch_size
+    from hvdscale.core.device import resolve_device
     from hvdscale.frameworks.torch import TorchAdapter
 
     cfg = load_config(str(ROOT / "configs/demo.yaml"), [f"model.rnn_impl={impl}"])
@@ -154,9 +154,9 @@ def main() -> int:
     args = ap.parse_args()
     torch = need_gpu()
     sys.path.insert(0, str(ROOT))
-    from hvdscale.device import resolve_device
+    from hvdscale.core.device import resolve_device
     from hvdscale.frameworks.torch import gpu_provenance
-    from hvdscale.provenance import versions
+    from hvdscale.records.provenance import versions
 
     result: dict[str, Any] = {"host": socket.gethostname(), "loadavg": os.getloadavg(),
                               "versions": versions(),

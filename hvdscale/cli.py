@@ -13,7 +13,7 @@ from hvdscale.errors import HvdscaleError
 
 
 def _version_text() -> str:
-    from hvdscale.provenance import versions
+    from hvdscale.records.provenance import versions
 
     v = versions()
     return (f"hvdscale {hvdscale.__version__}\n"
@@ -45,7 +45,7 @@ def _seconds(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from hvdscale.fusion import DEFAULT_CYCLES, DEFAULT_OVERLAPS, DEFAULT_THRESHOLDS
+    from hvdscale.study.fusion import DEFAULT_CYCLES, DEFAULT_OVERLAPS, DEFAULT_THRESHOLDS
 
     fusion_defaults = (DEFAULT_THRESHOLDS, DEFAULT_CYCLES, DEFAULT_OVERLAPS)
     p = argparse.ArgumentParser(prog="hvdscale", description=hvdscale.__doc__)
@@ -227,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr = sub.add_parser(
         "predict", help="predict step time, words/s and efficiency per strategy and rank count",
         description="From the model's gradient bytes, the compute time (records or a given "
-        "rate) and the network (commbench or latency/bandwidth). See hvdscale/predict.py.")
+        "rate) and the network (commbench or latency/bandwidth). See hvdscale/study/predict.py.")
     pr.add_argument("config", help="YAML run config")
     pr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     pr.add_argument("--ranks", default="1,2,4,...,512", help="e.g. 1,2,4,...,512 (default)")
@@ -283,14 +283,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "timeline":
             import json
 
-            from hvdscale.timeline import read_autotune_log, summarize_timeline
+            from hvdscale.records.timeline import read_autotune_log, summarize_timeline
 
             res = (read_autotune_log(args.file) if args.autotune
                    else summarize_timeline(args.file))
             print(json.dumps(res, indent=1))
             return 0
         if args.cmd == "hostfile":
-            from hvdscale.hostfile import parse_hostfile
+            from hvdscale.study.hostfile import parse_hostfile
 
             hosts = parse_hostfile(args.hostfile)
             if args.np is not None:
@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "batch":
             return _cmd_batch(args)
         if args.cmd == "commbench":
-            from hvdscale.commbench import run_commbench, table
+            from hvdscale.study.commbench import run_commbench, table
 
             res = run_commbench(args.np, args.sizes, args.transports, args.out, args.repeats,
                                 args.warmup, args.ps_servers, args.ps_placement, args.hostfile,
@@ -313,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
             print(table(res), end="")
             return 0
         if args.cmd == "predict":
-            from hvdscale import predict
+            from hvdscale.study import predict
 
             res = predict.run_predict(
                 args.config, args.set, args.ranks, args.comm, args.latency, args.bandwidth,
@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
             print(predict.dumps(res) if args.json else predict.render(res), end="")
             return 0
         if args.cmd == "report":
-            from hvdscale.report import write_report
+            from hvdscale.study.report import write_report
 
             print(write_report(args.results, args.out, plot=args.plot), end="")
             return 0
@@ -333,9 +333,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from hvdscale.progress import ProgressSettings, start_progress
-    from hvdscale.supervise import abort_job, report_and_abort
-    from hvdscale.world import launch_rank
+    from hvdscale.core.progress import ProgressSettings, start_progress
+    from hvdscale.core.supervise import abort_job, report_and_abort
+    from hvdscale.core.world import launch_rank
 
     rank = launch_rank()
     progress = start_progress(ProgressSettings(args.progress_every, args.quiet), rank)
@@ -343,7 +343,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from hvdscale.config import load_config
 
         cfg = load_config(args.config, args.set)
-        from hvdscale import runner
+        from hvdscale.train import runner
 
         record = runner.run(cfg, args.out, argv=sys.argv, progress=progress)
         progress.close()  # the summary line takes the live line's place
@@ -367,8 +367,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     Returns 0 when every point is recorded ok, 1 when some point failed (after the report).
     """
-    from hvdscale import sweep
-    from hvdscale.report import write_report
+    from hvdscale.study import sweep
+    from hvdscale.study.report import write_report
 
     spec = sweep.plan_sweep(args.config, args.np, args.strategies, launcher=args.launcher,
                             hostfile=args.hostfile, out=args.out, overrides=args.set,
@@ -405,8 +405,8 @@ def _cmd_gemm(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from hvdscale import gemm
-    from hvdscale.results import append_record, check_writable
+    from hvdscale.records.store import append_record, check_writable
+    from hvdscale.study import gemm
 
     frameworks = gemm.parse_frameworks(args.framework)
     hidden = gemm.parse_sizes(args.hidden or gemm.DEFAULT_HIDDEN, "--hidden")
@@ -433,8 +433,8 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from hvdscale import profile
-    from hvdscale.results import append_record, check_writable
+    from hvdscale.records.store import append_record, check_writable
+    from hvdscale.study import profile
 
     if args.steps < 1:
         raise HvdscaleError(f"--steps must be >= 1 (got {args.steps})")
@@ -453,9 +453,9 @@ def _cmd_batch(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from hvdscale import batchsize
-    from hvdscale.gemm import parse_sizes
-    from hvdscale.results import append_record
+    from hvdscale.records.store import append_record
+    from hvdscale.study import batch as batchsize
+    from hvdscale.study.gemm import parse_sizes
 
     batches = parse_sizes(args.batch, "--batch")
     say = functools.partial(print, file=sys.stderr if args.json else sys.stdout, flush=True)
@@ -473,7 +473,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
 
 def _cmd_fusion(args: argparse.Namespace) -> int:
     """Plan (all input checked), run or resume the fusion sweep, print table and advice."""
-    from hvdscale import fusion
+    from hvdscale.study import fusion
 
     spec = fusion.plan_fusion(args.config, args.np, args.threshold_mb, args.cycle_ms,
                               args.overlap, args.repeats, args.out, args.set, args.launcher,

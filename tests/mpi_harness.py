@@ -18,7 +18,7 @@ import tempfile
 
 import pytest
 
-from hvdscale.world import HorovodWorld, MPIWorld, World, init_horovod, is_gloo_launch
+from hvdscale.core.world import HorovodWorld, MPIWorld, World, init_horovod, is_gloo_launch
 
 TEST_TIMEOUT_S = float(os.environ.get("HVDSCALE_TEST_TIMEOUT", "120"))
 # The framework whose Horovod integration this session starts (one runtime per process):

@@ -1,23 +1,30 @@
-"""Framework adapters behind one seam (``base.Adapter``); ``load_framework`` picks one.
+"""Framework packages behind one seam; ``load_framework`` picks one by name.
 
-Each framework module is imported only when asked for, so a TensorFlow run never imports
-torch and a PyTorch run never imports tensorflow.
+Each framework is a package ``hvdscale.frameworks.<name>`` imported only when asked for, so a
+TensorFlow run never imports torch and a PyTorch run never imports tensorflow.
+
+Adding a framework (the checklist; ``tests/unit/test_frameworks.py`` checks every registered
+framework provides every hook):
+
+1. ``hvdscale/frameworks/<name>/``: an adapter implementing ``hvdscale.strategies.base.Adapter``
+   and the module-level hooks of ``hvdscale.frameworks.base.Framework`` in the package's
+   ``__init__``;
+2. ``models/<name>/``: the seq2seq and LM models with the shared parameter order;
+3. one entry in ``hvdscale.registry.FRAMEWORKS``.
 """
 
 from __future__ import annotations
 
 import importlib
 
-from hvdscale.frameworks.base import Adapter, Framework
-
-FRAMEWORKS = ("torch", "tf")
+from hvdscale.frameworks.base import Framework
+from hvdscale.registry import FRAMEWORKS, check_framework
 
 
 def load_framework(name: str) -> Framework:
-    """The adapter module of framework ``name`` (``torch`` or ``tf``)."""
-    if name not in FRAMEWORKS:
-        raise ValueError(f"unknown framework {name!r}")
+    """The framework package ``name`` (one of ``hvdscale.registry.FRAMEWORKS``)."""
+    check_framework(name)
     return importlib.import_module(f"hvdscale.frameworks.{name}")  # type: ignore[return-value]
 
 
-__all__ = ["FRAMEWORKS", "Adapter", "Framework", "load_framework"]
+__all__ = ["FRAMEWORKS", "Framework", "load_framework"]

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hvdscale.config import HorovodConfig
-from hvdscale.data import Batch
-from hvdscale.device import CPU
+from hvdscale.core.data import Batch
+from hvdscale.core.device import CPU
 from hvdscale.errors import HvdscaleError
 from hvdscale.strategies.base import Strategy
 
@@ -198,7 +198,7 @@ class TimelineCapture:
             return
         self.stop()
         if rank == 0:
-            from hvdscale.timeline import summarize_timeline
+            from hvdscale.records.timeline import summarize_timeline
 
             self.summary = summarize_timeline(self.path, self.marks)
 
@@ -396,7 +396,7 @@ class HorovodTF(Strategy):
             adapter.set_tape_wrapper(lambda tape: hvd.DistributedGradientTape(  # hvd:
                 tape, op=self.op, compression=self.compression, sparse_as_dense=dense,
                 num_groups=self.cfg.num_groups))
-        from hvdscale.data import collate
+        from hvdscale.core.data import collate
 
         sent = np.array([4, 4], dtype=np.int64)  # the first non-special token id, twice
         self._zero_batch = collate([sent], None if adapter.kind == "lm" else [sent],
@@ -477,7 +477,7 @@ def _trace_info(cfg: HorovodConfig, timeline: TimelineCapture) -> dict[str, Any]
         out["timeline"] = {"file": cfg.timeline, "steps": cfg.timeline_steps,
                            "summary": timeline.summary}
     if cfg.autotune and cfg.autotune_log:
-        from hvdscale.timeline import read_autotune_log
+        from hvdscale.records.timeline import read_autotune_log
 
         out["autotune"] = {"log": cfg.autotune_log, **read_autotune_log(cfg.autotune_log)}
     return out

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from hvdscale.config import PSConfig
-from hvdscale.data import Batch
+from hvdscale.core.data import Batch
 from hvdscale.strategies.base import Adapter, Strategy
 
 GRAD_TAG, TOKENS_TAG, PARAM_TAG = 101, 102, 103

@@ -16,10 +16,10 @@ ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
 # "close" when the meter reads the clock; every clock read must follow a sync.
 _PROBE = """
 import json, sys
-from hvdscale import runner
+from hvdscale.train import runner
 from hvdscale.config import load_config
 from hvdscale.frameworks.torch import TorchAdapter
-from hvdscale.meter import StepMeter
+from hvdscale.core.meter import StepMeter
 
 events = []
 orig_sync = TorchAdapter.synchronize

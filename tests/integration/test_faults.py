@@ -1,7 +1,7 @@
 """Fail-fast for real on 2 ranks: an exception, a SIGKILL, a Ctrl-C or a stuck rank anywhere
 ends the whole job promptly, non-zero, with one clear message, and never touches earlier records.
 
-Faults are injected through HVDSCALE_FAULT="RANK:POINT" (hvdscale/faults.py, test-only).
+Faults are injected through HVDSCALE_FAULT="RANK:POINT" (hvdscale/core/faults.py, test-only).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hvdscale.errors import HvdscaleError
-from hvdscale.results import append_record, check_writable
+from hvdscale.records.store import append_record, check_writable
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",

@@ -59,7 +59,7 @@ def test_tf_run_records_like_torch(launcher: str, strategy: str, tmp_path: Path)
 _PROBE = """
 import json, sys
 from hvdscale.config import load_config
-from hvdscale import runner
+from hvdscale.train import runner
 cfg = load_config("configs/demo.yaml", sys.argv[2:])
 runner.run(cfg, sys.argv[1])
 mods = sorted({m.split(".")[0] for m in sys.modules} & {"torch", "tensorflow", "keras"})

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from hvdscale import breakdown
-from hvdscale.report import collect
-from hvdscale.results import read_records
+from hvdscale.records.store import read_records
+from hvdscale.study import breakdown
+from hvdscale.study.report import collect
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
@@ -102,7 +102,7 @@ def test_predict_reproduces_the_textbook_ring_step(tmp_path: Path,
     """Compute 100 ms per step given; 1 us and 1 GB/s; no overlap: step = compute + the ring
     allreduce of each fused bucket (the demo model fits in one 64 MB bucket)."""
     from hvdscale.config import load_config
-    from hvdscale.predict import gradient_bytes
+    from hvdscale.study.predict import gradient_bytes
 
     m = sum(gradient_bytes(load_config("configs/demo.yaml")))
     png = tmp_path / "eff.png"

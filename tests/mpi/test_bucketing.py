@@ -3,8 +3,8 @@
 Each rank trains one whole epoch of its own length-bucketed batches (``measure.epochs=1``).
 Strong scaling splits an odd global batch (7 = 4 + 3 on two ranks), so at a step the ranks hold
 different numbers of sentences of different lengths, and they hold different numbers of
-batches. The ranks agree on the step count (``hvdscale.schedule``); a rank out of batches takes
-part with no batch. After the epoch every replica must equal one process that trained on the
+batches. The ranks agree on the step count (``hvdscale.core.batching``); a rank out of batches
+takes part with no batch. After the epoch every replica must equal one process that trained on the
 union of each step's batches, within 1e-5 relative. A hang fails the test through the per-test
 timeout of conftest.py.
 """
@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from hvdscale.config import load_config
-from hvdscale.data import BatchPlan, concat_batches, load_corpus, make_plan
+from hvdscale.core.batching.schedule import build_schedule, local_summary, make_schedule
+from hvdscale.core.data import BatchPlan, concat_batches, load_corpus, make_plan
+from hvdscale.core.world import is_gloo_launch
 from hvdscale.frameworks.torch import TorchAdapter
-from hvdscale.schedule import build_schedule, local_summary, make_schedule
 from hvdscale.strategies import make_strategy
-from hvdscale.world import is_gloo_launch
 
 REL_TOL = 1e-5
 pytestmark = pytest.mark.np3

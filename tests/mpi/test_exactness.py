@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from hvdscale.config import load_config
-from hvdscale.data import BatchPlan, concat_batches, load_corpus, per_rank_batch_size
-from hvdscale.device import Placement
+from hvdscale.core.data import BatchPlan, concat_batches, load_corpus, per_rank_batch_size
+from hvdscale.core.device import Placement
+from hvdscale.core.world import is_gloo_launch
 from hvdscale.frameworks.torch import TorchAdapter
 from hvdscale.strategies import make_strategy
-from hvdscale.world import is_gloo_launch
 
 K_STEPS = 3
 # Float32 sums in a different order (allreduce vs one process) differ by ~1e-7 relative per

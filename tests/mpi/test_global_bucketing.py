@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from hvdscale.config import load_config
-from hvdscale.data import GlobalPlan, load_corpus, make_plan
+from hvdscale.core.batching.schedule import make_schedule
+from hvdscale.core.data import GlobalPlan, load_corpus, make_plan
+from hvdscale.core.world import is_gloo_launch
 from hvdscale.frameworks import load_framework
-from hvdscale.schedule import make_schedule
 from hvdscale.strategies import make_strategy
-from hvdscale.world import is_gloo_launch
 from tests.mpi_harness import FRAMEWORK
 
 REL_TOL = 1e-5  # relative L2 error of the parameter change (measured: below 4e-7)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hvdscale.data import concat_batches
+from hvdscale.core.data import concat_batches
 from hvdscale.frameworks.torch import TorchAdapter
 from hvdscale.strategies import make_strategy
 from tests.mpi.test_exactness import REL_TOL, _cfg, _plan, _rel

@@ -13,11 +13,17 @@ import numpy as np
 import pytest
 
 from hvdscale.config import load_config
-from hvdscale.data import BatchPlan, concat_batches, load_corpus, make_plan, per_rank_batch_size
+from hvdscale.core.batching.schedule import build_schedule, local_summary, make_schedule
+from hvdscale.core.data import (
+    BatchPlan,
+    concat_batches,
+    load_corpus,
+    make_plan,
+    per_rank_batch_size,
+)
+from hvdscale.core.world import is_gloo_launch
 from hvdscale.frameworks import load_framework
-from hvdscale.schedule import build_schedule, local_summary, make_schedule
 from hvdscale.strategies import make_strategy
-from hvdscale.world import is_gloo_launch
 
 K_STEPS = 3
 REL_TOL = 1e-4

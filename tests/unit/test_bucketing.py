@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 from hvdscale.config import load_config, to_dict
-from hvdscale.data import (
+from hvdscale.core.batching.schedule import (
+    aligned_sequence,
+    build_schedule,
+    local_summary,
+    make_schedule,
+)
+from hvdscale.core.data import (
     BatchPlan,
     bucket_ids,
     geometric_boundaries,
@@ -17,10 +23,9 @@ from hvdscale.data import (
     make_plan,
     per_rank_token_budget,
 )
+from hvdscale.core.meter import StepMeter, idle_times, summarize
 from hvdscale.errors import ConfigError, HvdscaleError
-from hvdscale.meter import StepMeter, idle_times, summarize
-from hvdscale.report import collect, markdown
-from hvdscale.schedule import aligned_sequence, build_schedule, local_summary, make_schedule
+from hvdscale.study.report import collect, markdown
 
 BASE = ["data.synthetic.sentences_per_rank=300", "data.synthetic.max_len=60",
         "data.synthetic.mean_len=12", "data.batch_size=16", "data.bucketing.enabled=true"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hvdscale import commbench as cb
-from hvdscale import predict as pr
 from hvdscale.errors import HvdscaleError
+from hvdscale.study import commbench as cb
+from hvdscale.study import predict as pr
 
 
 def test_sizes_parse_ranges_lists_and_reject_bad_ones() -> None:
@@ -104,8 +104,8 @@ def test_units_and_ranks() -> None:
 
 def test_summary_holds_per_rank_times_and_breakdown_sums_exactly() -> None:
     """meter.summarize's rank_times, split by breakdown.split_loss on hand-made timings."""
-    from hvdscale.breakdown import PARTS, split_loss
-    from hvdscale.meter import summarize
+    from hvdscale.core.meter import summarize
+    from hvdscale.study.breakdown import PARTS, split_loss
 
     def rank(r: int, steps: list[float], compute: list[float], words: int, window: float) -> dict:
         return {"rank": r, "words": words, "loss_tokens": 0, "padded_tokens": words,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from hvdscale.config import load_config
-from hvdscale.data import (
+from hvdscale.core.data import (
     BOS,
     EOS,
     PAD,

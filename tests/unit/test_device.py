@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from hvdscale.config import load_config
-from hvdscale.device import Placement, resolve_device
+from hvdscale.core.device import Placement, resolve_device
 from hvdscale.errors import ConfigError, HvdscaleError
 
 

@@ -1,5 +1,5 @@
 """One notion of "the same experiment": report grouping, series labels, sweep skipping, failed
-points and the record key all follow hvdscale.experiment."""
+points and the record key all follow hvdscale.records.experiment."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from hvdscale.config import load_config, to_dict
-from hvdscale.report import collect, open_failures, write_report
-from hvdscale.results import append_record, read_records, record_key
-from hvdscale.sweep import plan_sweep, recorded
+from hvdscale.records.store import append_record, read_records, record_key
+from hvdscale.study.report import collect, open_failures, write_report
+from hvdscale.study.sweep import plan_sweep, recorded
 
 ROOT = Path(__file__).resolve().parents[2]
 

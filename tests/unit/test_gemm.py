@@ -1,4 +1,5 @@
-"""hvdscale.gemm: the three RNN-layer GEMMs, their FLOP counts, the findings, and bad input."""
+"""hvdscale.study.gemm: the three RNN-layer GEMMs, their FLOP counts, the findings, and bad
+input."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import sys
 
 import pytest
 
-from hvdscale import gemm
 from hvdscale.errors import HvdscaleError
+from hvdscale.study import gemm
 
 
 def _effective(lay: gemm.Layout) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -34,7 +35,7 @@ def test_layouts_are_the_rnn_products_and_their_twins(variant: str, out: tuple) 
 def _fresh_sweep(framework: str) -> dict:
     # A fresh interpreter: TensorFlow's thread pools can be sized only before its runtime
     # starts, and another test in this process may have started it already.
-    code = ("import json; from hvdscale import gemm; print(json.dumps(gemm.measure_framework("
+    code = ("import json; from hvdscale.study import gemm; print(json.dumps(gemm.measure_framework("
             f"{framework!r}, [8], [3, 4], threads=1, gates=4, repeats=2, warmup=1, "
             "min_time_s=1e-4, peak_size=32)))")
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -88,7 +89,7 @@ def test_unknown_framework_is_an_error() -> None:
 
 
 def test_layer_rate_is_the_harmonic_mean_of_the_three_gemms() -> None:
-    from hvdscale.batchsize import layer_gflops
+    from hvdscale.study.batch import layer_gflops
 
     rows = [{"batch": 8, "variant": v, "gflops": g} for v, g in zip(
         ("NN", "TN", "NT"), (10.0, 20.0, 40.0), strict=True)]

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from hvdscale.config import load_config
-from hvdscale.data import (
+from hvdscale.core.batching.schedule import build_schedule, local_summary
+from hvdscale.core.data import (
     Corpus,
     GlobalPlan,
     bucket_ids,
@@ -19,8 +20,7 @@ from hvdscale.data import (
     split_by_slots,
 )
 from hvdscale.errors import ConfigError, HvdscaleError
-from hvdscale.runner import padding_summary
-from hvdscale.schedule import build_schedule, local_summary
+from hvdscale.train.runner import padding_summary
 
 PRIME = 1009  # sentences: no global batch size or rank count divides it
 

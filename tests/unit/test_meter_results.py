@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 
 from hvdscale.config import load_config, to_dict
+from hvdscale.core.meter import StepMeter, spread, summarize
 from hvdscale.errors import HvdscaleError
-from hvdscale.meter import StepMeter, spread, summarize
-from hvdscale.report import collect, write_report
-from hvdscale.results import (
+from hvdscale.records.store import (
     append_record,
     check_writable,
     read_records,
     record_key,
     results_path,
 )
+from hvdscale.study.report import collect, write_report
 
 
 def test_spread_median_mad_and_interval() -> None:

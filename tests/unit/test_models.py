@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from hvdscale.config import load_config
-from hvdscale.data import BatchPlan, load_corpus
+from hvdscale.core.data import BatchPlan, load_corpus
 from hvdscale.frameworks.torch import TorchAdapter
 
 

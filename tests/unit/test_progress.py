@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hvdscale.progress import (
+from hvdscale.core.progress import (
     Progress,
     ProgressReport,
     ProgressSettings,
@@ -165,7 +165,7 @@ def test_ctrl_c_ends_the_live_line_names_the_step_and_raises_keyboard_interrupt(
 
 CHILD = textwrap.dedent("""
     import hashlib, os, sys, time
-    from hvdscale.progress import Progress
+    from hvdscale.core.progress import Progress
     class M: words = 0
     p = Progress(open(sys.argv[1], "w"), every_s=0.05, live=True)
     p.begin(0, 40, meter=M())

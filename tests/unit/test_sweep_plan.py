@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from hvdscale import sweep
 from hvdscale.config import to_dict
 from hvdscale.errors import HvdscaleError
-from hvdscale.results import read_records
-from hvdscale.sweep import (
+from hvdscale.records.store import read_records
+from hvdscale.study import sweep
+from hvdscale.study.sweep import (
     Outcome,
     SweepSpec,
     error_summary,

@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from hvdscale.config import ModelConfig, load_config
-from hvdscale.data import Batch, BatchPlan, load_corpus
+from hvdscale.core.data import Batch, BatchPlan, load_corpus
 from hvdscale.models import tf as tf_models
 from hvdscale.models import torch as torch_models
 

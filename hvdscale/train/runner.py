@@ -17,16 +17,23 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.config import RunConfig, StrategyConfig, check_launch, to_dict
-from hvdscale.device import Placement
+from hvdscale.core.device import Placement
+from hvdscale.core.faults import maybe_fault
+from hvdscale.core.meter import StepMeter, summarize
+from hvdscale.core.progress import ProgressReport
+from hvdscale.core.supervise import StepWatchdog, phase, start_deadline, stop_deadline
+from hvdscale.core.threads import launch_local_size, resolve_threads, thread_env
+from hvdscale.core.world import (
+    World,
+    hostname,
+    init_horovod,
+    is_gloo_launch,
+    launch_rank,
+    make_world,
+)
 from hvdscale.errors import HvdscaleError
-from hvdscale.faults import maybe_fault
 from hvdscale.frameworks.base import Framework
-from hvdscale.meter import StepMeter, summarize
-from hvdscale.progress import ProgressReport
-from hvdscale.results import append_record, check_writable, record_key
-from hvdscale.supervise import StepWatchdog, phase, start_deadline, stop_deadline
-from hvdscale.threads import launch_local_size, resolve_threads, thread_env
-from hvdscale.world import World, hostname, init_horovod, is_gloo_launch, launch_rank, make_world
+from hvdscale.records.store import append_record, check_writable, record_key
 
 
 def _rss_mb() -> float:
@@ -51,7 +58,7 @@ def run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None = None,
     """Run ``cfg`` on this rank; rank 0 returns the record it wrote, other ranks None.
 
     ``progress`` is told each step and phase (rank 0's live line or plain lines; see
-    hvdscale.progress); the caller closes it.
+    hvdscale.core.progress); the caller closes it.
     """
     started = datetime.now(UTC).isoformat(timespec="seconds")
     start_deadline(cfg.measure.run_deadline_s(), launch_rank())
@@ -83,7 +90,7 @@ def _run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None, started: s
     fw.set_threads(intra, inter)
     # The device, before Horovod and before TensorFlow's runtime start: device=cuda without a
     # GPU fails here, identically on every rank, before anything is trained or recorded.
-    from hvdscale.device import launch_local_rank, resolve_device
+    from hvdscale.core.device import launch_local_rank, resolve_device
 
     placement = resolve_device(cfg.device, fw.gpu_count(), launch_local_rank(), local_size)
     fw.use_device(placement)
@@ -129,8 +136,8 @@ def _train(cfg: RunConfig, strategy_cfg: StrategyConfig, world: World, fw: Frame
            out_dir: str | Path, started: str, intra: int, inter: int, hvd: dict[str, Any],
            argv: list[str] | None, progress: ProgressReport,
            placement: Placement) -> dict[str, Any] | None:
-    from hvdscale.data import load_corpus, make_plan
-    from hvdscale.schedule import make_schedule
+    from hvdscale.core.batching.schedule import make_schedule
+    from hvdscale.core.data import load_corpus, make_plan
     from hvdscale.strategies import make_strategy
 
     rank, size = world.rank, world.size
@@ -282,7 +289,7 @@ def _record(cfg: RunConfig, world: World, strategy: Any, adapter: Any, ranks: li
             started: str, intra: int, inter: int, hvd: dict[str, Any],
             argv: list[str] | None, truncated: int, src_vocab: int, tgt_vocab: int,
             schedule: Any) -> dict:
-    from hvdscale.provenance import git_revision, versions
+    from hvdscale.records.provenance import git_revision, versions
 
     compute = [r["rank"] for r in ranks if r["computes"]]
     summary = summarize(ranks, compute, strategy.synchronous)

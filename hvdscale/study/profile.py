@@ -47,8 +47,8 @@ _SOFTMAX_OPS = ("aten::cross_entropy_loss", "aten::log_softmax", "aten::_log_sof
 
 def _batches(cfg: RunConfig) -> tuple[Any, int, int]:
     """An endless stream of this config's batches (as one rank of one) and the vocab sizes."""
-    from hvdscale.data import load_corpus, make_plan
-    from hvdscale.runner import _vocab_sizes
+    from hvdscale.core.data import load_corpus, make_plan
+    from hvdscale.train.runner import _vocab_sizes
 
     corpus = load_corpus(cfg.data, cfg.model.kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
                          0, 1)
@@ -399,8 +399,8 @@ def run_profile(config: str, overrides: list[str] | None = None, steps: int = 2,
     cfg = load_config(config, overrides or [])
     if cfg.framework not in PROFILERS:
         raise HvdscaleError(f"hvdscale profile does not support framework={cfg.framework} yet")
-    from hvdscale.provenance import git_revision, versions
-    from hvdscale.threads import resolve_threads, thread_env
+    from hvdscale.core.threads import resolve_threads, thread_env
+    from hvdscale.records.provenance import git_revision, versions
 
     threads = resolve_threads(cfg.threads.intra_op, cfg.threads.inter_op, 1)
     for k, v in thread_env(threads[0], "off", 1).items():

@@ -20,10 +20,10 @@ import numpy as np
 import torch
 
 from hvdscale.config import ModelConfig, OptimConfig
-from hvdscale.data import Batch
-from hvdscale.device import CPU, Placement
-from hvdscale.frameworks.base import Scale
+from hvdscale.core.data import Batch
+from hvdscale.core.device import CPU, Placement
 from hvdscale.models.torch import build_model
+from hvdscale.strategies.base import Scale
 
 FRAMEWORK = "torch"
 

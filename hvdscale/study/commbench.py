@@ -273,7 +273,7 @@ def _bench_horovod(world: Any, sizes: list[int], repeats: int, warmup: int) -> l
 
 def rank_main(argv: Sequence[str]) -> int:
     """One rank of a commbench job (started by ``run_commbench``); rank 0 writes the result."""
-    ap = argparse.ArgumentParser(prog="python -m hvdscale.commbench")
+    ap = argparse.ArgumentParser(prog="python -m hvdscale.study.commbench")
     ap.add_argument("--transports", required=True)
     ap.add_argument("--sizes", required=True)
     ap.add_argument("--repeats", type=int, default=20)
@@ -283,9 +283,15 @@ def rank_main(argv: Sequence[str]) -> int:
     ap.add_argument("--result", required=True)
     args = ap.parse_args(argv)
 
-    from hvdscale.supervise import report_and_abort
-    from hvdscale.threads import launch_local_size, thread_env
-    from hvdscale.world import HorovodWorld, MPIWorld, init_horovod, is_gloo_launch, launch_rank
+    from hvdscale.core.supervise import report_and_abort
+    from hvdscale.core.threads import launch_local_size, thread_env
+    from hvdscale.core.world import (
+        HorovodWorld,
+        MPIWorld,
+        init_horovod,
+        is_gloo_launch,
+        launch_rank,
+    )
 
     rank = launch_rank()
     try:
@@ -457,7 +463,7 @@ def summarize_points(raw: list[dict], factor: float) -> list[dict]:
 
 def _launch(kind: str, n: int, transports: list[str], sizes: list[int], args: dict[str, Any],
             out: Path, hostfile_path: Path | None) -> dict:
-    from hvdscale.sweep import error_summary, launch_env, launcher_prefix, run_launch
+    from hvdscale.study.sweep import error_summary, launch_env, launcher_prefix, run_launch
 
     gloo = kind == "gloo"
     prefix = launcher_prefix("horovodrun" if gloo else "mpirun", n, hostfile_path, gloo=gloo)
@@ -465,7 +471,7 @@ def _launch(kind: str, n: int, transports: list[str], sizes: list[int], args: di
         prefix.insert(3, "--oversubscribe")
     result = out / f".commbench_{kind}.json"
     result.unlink(missing_ok=True)
-    cmd = [*prefix, sys.executable, "-m", "hvdscale.commbench",
+    cmd = [*prefix, sys.executable, "-m", "hvdscale.study.commbench",
            "--transports", ",".join(transports), "--sizes", ",".join(map(str, sizes)),
            "--repeats", str(args["repeats"]), "--warmup", str(args["warmup"]),
            "--ps-servers", str(args["ps_servers"]), "--ps-placement", args["ps_placement"],
@@ -488,7 +494,7 @@ def _launch(kind: str, n: int, transports: list[str], sizes: list[int], args: di
 
 
 def _cores() -> int:
-    from hvdscale.threads import cores_on_host
+    from hvdscale.core.threads import cores_on_host
 
     return cores_on_host()
 
@@ -504,9 +510,9 @@ def run_commbench(np_ranks: int, sizes: str | list[int] = DEFAULT_SIZES,
     Raises:
         HvdscaleError: bad arguments (nothing launched) or a failed job (with its error).
     """
-    from hvdscale.hostfile import parse_hostfile, write_hostfile
-    from hvdscale.provenance import git_revision, versions
-    from hvdscale.results import check_writable
+    from hvdscale.records.provenance import git_revision, versions
+    from hvdscale.records.store import check_writable
+    from hvdscale.study.hostfile import parse_hostfile, write_hostfile
 
     size_list = sizes if isinstance(sizes, list) else parse_sizes(sizes)
     names = transports if isinstance(transports, list) else parse_transports(transports)

@@ -26,18 +26,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hvdscale import data
 from hvdscale.config import STRATEGIES, RunConfig, check_launch, load_config, to_dict
+from hvdscale.core import data
 from hvdscale.errors import HvdscaleError
-from hvdscale.experiment import same_point
-from hvdscale.hostfile import Hostfile, parse_hostfile, write_hostfile
-from hvdscale.results import (
+from hvdscale.records.experiment import same_point
+from hvdscale.records.store import (
     append_record,
     check_writable,
     read_records,
     record_key,
     results_path,
 )
+from hvdscale.study.hostfile import Hostfile, parse_hostfile, write_hostfile
 
 LAUNCHERS = ("mpirun", "horovodrun", "srun")
 
@@ -178,7 +178,7 @@ def _local_slots(launcher: str, env: Mapping[str, str]) -> tuple[int, str]:
         ntasks = env.get("SLURM_NTASKS") or env.get("SLURM_NPROCS") or ""
         if ntasks.isdigit() and launcher != "horovodrun":
             return int(ntasks), f"the SLURM allocation's SLURM_NTASKS={ntasks}"
-    from hvdscale.threads import cores_on_host
+    from hvdscale.core.threads import cores_on_host
 
     n = cores_on_host()
     return n, f"this host's {n} cores"
@@ -289,7 +289,7 @@ def point_workers(cfg: RunConfig, ranks: int) -> int:
 
 
 def _matches(rec: dict[str, Any], point: Point) -> bool:
-    # The same experiment and series at the same ranks (hvdscale.experiment): a changed
+    # The same experiment and series at the same ranks (hvdscale.records.experiment): a changed
     # setting that changes the measurement (steps, batch, model) is a new point; a label
     # (name, supervision limits) is not.
     return same_point(rec, to_dict(point.cfg), point.ranks)
@@ -533,7 +533,7 @@ def time_left(launched: list[Outcome], remaining: list[Point]) -> float | None:
 def run_sweep(spec: SweepSpec, say: Callable[[str], None] = print) -> SweepResult:
     """Run every point of ``spec`` in order, one progress line per point, each with the
     sweep's estimated time left once a point has been measured."""
-    from hvdscale.progress import format_duration
+    from hvdscale.core.progress import format_duration
 
     result = SweepResult()
     total = len(spec.points)

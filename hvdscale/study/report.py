@@ -1,6 +1,6 @@
 """Scaling tables in the seed notes' layout, the series side by side, CSV and plots.
 
-Records are grouped by experiment (hvdscale.experiment): records of different experiments
+Records are grouped by experiment (hvdscale.records.experiment): records of different experiments
 never share a table or a median, and a directory holding several gets one section each, saying
 what differs between them. Within an experiment, framework, RNN implementation and strategy
 (with its settings) are series, compared side by side.
@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hvdscale.breakdown import section as why_not_better
 from hvdscale.errors import HvdscaleError
-from hvdscale.experiment import differences, experiment_id, identity_id, series_label
-from hvdscale.results import load_records
+from hvdscale.records.experiment import differences, experiment_id, identity_id, series_label
+from hvdscale.records.store import load_records
+from hvdscale.study.breakdown import section as why_not_better
 
 STRATEGY_ORDER = {"independent": 0, "horovod": 1, "ps": 2}
 
@@ -103,7 +103,7 @@ def _idle_cells(rec: dict) -> tuple[str, str]:
 
 @dataclass
 class Experiment:
-    """The records of one experiment (see hvdscale.experiment): its series, each a list of
+    """The records of one experiment (see hvdscale.records.experiment): its series, each a list of
     points by rank count, and what sets it apart from the other experiments of the report."""
 
     id: str
@@ -532,7 +532,8 @@ def write_report(results: str | Path, out: str | Path | None = None, plot: bool 
 def kind_sections(records: list[dict[str, Any]]) -> str:
     """Markdown of the latest gemm record and of the latest profile and batch records per
     config, from the modules that wrote them."""
-    from hvdscale import batchsize, gemm, profile
+    from hvdscale.study import batch as batchsize
+    from hvdscale.study import gemm, profile
 
     render = {"gemm": gemm.markdown, "profile": profile.markdown, "batch": batchsize.markdown}
     latest: dict[tuple, dict[str, Any]] = {}

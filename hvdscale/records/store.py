@@ -37,9 +37,10 @@ def _locked(path: Path) -> Iterator[None]:
 
 def record_key(cfg: Any) -> dict[str, Any]:
     """A record's ``key`` from a ``RunConfig``: its experiment and series (see
-    hvdscale.experiment), written by the runner for a run and by the sweep for a failed point."""
+    hvdscale.records.experiment), written by the runner for a run and by the sweep for a
+    failed point."""
     from hvdscale.config import to_dict
-    from hvdscale.experiment import record_key as key_of
+    from hvdscale.records.experiment import record_key as key_of
 
     return key_of(to_dict(cfg))
 

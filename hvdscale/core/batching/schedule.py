@@ -45,9 +45,9 @@ from typing import Any
 import numpy as np
 
 from hvdscale.config import MeasureConfig
-from hvdscale.data import Batch, BatchPlan, GlobalPlan
+from hvdscale.core.data import Batch, BatchPlan, GlobalPlan
+from hvdscale.core.world import World
 from hvdscale.errors import HvdscaleError
-from hvdscale.world import World
 
 ALIGN_SEED_TAG = 11  # the shared bucket sequences' seed: [data.seed, epoch, 11]; no rank in it
 

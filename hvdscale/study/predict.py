@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from hvdscale.commbench import load_commbench, ps_phase
 from hvdscale.config import RunConfig, load_config, to_dict
 from hvdscale.errors import HvdscaleError
+from hvdscale.study.commbench import load_commbench, ps_phase
 
 HOROVOD_DEFAULT_FUSION_MB = 128.0
 OVERSUBSCRIBED = "oversubscribed (more rank threads than cores)"
@@ -224,7 +224,7 @@ def load_records(path: str | Path, cfg: RunConfig) -> list[dict]:
     Raises:
         HvdscaleError: no results there, malformed records, or none of this model.
     """
-    from hvdscale.results import read_records
+    from hvdscale.records.store import read_records
 
     recs = read_records(path)
     mine = [r for r in recs if isinstance(r, dict) and _same_model(r, cfg)]
@@ -289,7 +289,7 @@ def compute_from_rate(cfg: RunConfig, words_per_s: float | None, compute_ms: flo
 
 def estimate_words_per_step(cfg: RunConfig, batches: int = 20) -> float:
     """Mean real words per batch of one worker, from the config's own data."""
-    from hvdscale.data import load_corpus, make_plan
+    from hvdscale.core.data import load_corpus, make_plan
 
     corpus = load_corpus(cfg.data, cfg.model.kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
                          0, 1)
@@ -432,7 +432,7 @@ def validate(records: list[dict], tensors: list[int], net: Network, cm: ComputeM
     """Predicted vs measured words/s for every record: with the compute time from the 1-worker
     fit (a true prediction) and with the record's own measured compute of the slowest rank per
     step (the communication model alone)."""
-    from hvdscale.threads import cores_on_host
+    from hvdscale.core.threads import cores_on_host
 
     rows = []
     for r in sorted(records, key=lambda r: (_record_strategy(r), r["ranks"])):

@@ -310,7 +310,7 @@ def run_gemm(frameworks: list[str], hidden: list[int], batch: list[int], threads
         mod = "tensorflow" if fw == "tf" else "torch"
         if importlib.util.find_spec(mod) is None:
             raise HvdscaleError(f"--framework {fw}: {mod} is not installed")
-    from hvdscale.provenance import git_revision, versions
+    from hvdscale.records.provenance import git_revision, versions
 
     _set_thread_env(threads)
     started = datetime.now(UTC).isoformat(timespec="seconds")

@@ -220,7 +220,7 @@ class Progress(ProgressReport):
     def begin(self, warmup: int, steps: int, epochs: int = 0, meter: Any = None) -> None:
         """Training starts: ``warmup`` + ``steps`` steps (``epochs`` > 0: batches of epochs).
 
-        ``meter`` (a :class:`hvdscale.meter.StepMeter`) supplies rank 0's measured words.
+        ``meter`` (a :class:`hvdscale.core.meter.StepMeter`) supplies rank 0's measured words.
         """
         self._warmup, self._steps, self._epochs, self._meter = warmup, steps, epochs, meter
         now = self.clock()

@@ -1,7 +1,7 @@
 """``hvdscale fusion``: which Horovod settings make this config fastest here, and by how much.
 
 Every (fusion threshold, cycle time, overlap mode) point is one launch through the sweep's
-machinery (``hvdscale.sweep``: same launchers, logs, time limit, failed-point records, skip of
+machinery (``hvdscale.study.sweep``: same launchers, logs, time limit, failed-point records, skip of
 what is recorded). Repeats are interleaved: round r launches every point once before round r+1
 starts, so slow phases of a shared machine hit all points alike, and ratios are taken per round
 (paired). Horovod's defaults (128 MiB, 1 ms, hooks: verified in 0.28.1's
@@ -28,8 +28,8 @@ from typing import Any
 
 from hvdscale.config import OVERLAP_MODES, load_config
 from hvdscale.errors import HvdscaleError
-from hvdscale.hostfile import write_hostfile
-from hvdscale.sweep import (
+from hvdscale.study.hostfile import write_hostfile
+from hvdscale.study.sweep import (
     Point,
     SweepSpec,
     plan_sweep,

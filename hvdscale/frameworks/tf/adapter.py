@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 
 from hvdscale.config import ModelConfig, OptimConfig
-from hvdscale.data import Batch
-from hvdscale.device import CPU, Placement
-from hvdscale.frameworks.base import Scale
+from hvdscale.core.data import Batch
+from hvdscale.core.device import CPU, Placement
 from hvdscale.frameworks.shard_optim import NumpyShardOptimizer
+from hvdscale.strategies.base import Scale
 
 # absl lines below TF_CPP_MIN_LOG_LEVEL: I (0) and W (1) lines, and absl's notice that it logs
 # to stderr before its initialisation (a warning). E and F lines and anything else pass.

@@ -1,0 +1,1 @@
+"""One module per ``hvdscale`` subcommand: its parser and its handler."""

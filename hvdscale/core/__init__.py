@@ -1,0 +1,1 @@
+"""What every rank runs: world, threads, supervision, device, meter, progress, data and batching."""

@@ -1,0 +1,1 @@
+"""Batches for each rank: plans, buckets, the global split and the step agreement."""

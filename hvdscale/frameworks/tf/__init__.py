@@ -1,0 +1,19 @@
+"""TensorFlow: the adapter, Horovod's TensorFlow integration, the GEMM backend and the profiler.
+
+The framework hooks (``hvdscale.frameworks.base.Framework``) are this package's names; importing
+it imports tensorflow, never torch.
+"""
+
+from hvdscale.frameworks.tf.adapter import (
+    FRAMEWORK,
+    TFAdapter,
+    TFOptimizer,
+    gpu_count,
+    gpu_provenance,
+    make_adapter,
+    set_threads,
+    use_device,
+)
+
+__all__ = ["FRAMEWORK", "TFAdapter", "TFOptimizer", "gpu_count", "gpu_provenance",
+           "make_adapter", "set_threads", "use_device"]
