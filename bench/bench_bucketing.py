@@ -140,8 +140,8 @@ def work_imbalance(sets: list[str], np_: int) -> dict:
     recurrence on live slots only), and the share of rank time a rank would wait if time were
     proportional to work: 1 - sum over steps of the mean rank's work / sum of the most."""
     from hvdscale.config import load_config
-    from hvdscale.core.batching.schedule import build_schedule, local_summary
-    from hvdscale.core.data import load_corpus, make_plan
+    from hvdscale.core.batching import build_schedule, local_summary, make_plan
+    from hvdscale.core.data import load_corpus
 
     cfg = load_config(Path("configs/demo.yaml"), sets)
     rnn, proj = macs_per_slot({"hidden_size": cfg.model.hidden_size,
@@ -276,6 +276,39 @@ def implied_only(base: list[str], np_: int, impls: list[str], out: str, json_pat
 
 
 def main() -> int:
+    args = _parse_args()
+    repeats = args.repeats or (3 if args.long else 2)
+    sentences = args.sentences or (640 if args.long else 320)
+    base = [*LM, f"data.synthetic.sentences_per_rank={sentences}", "data.batch_size=32"]
+    nps = [int(n) for n in args.np.split(",")]
+    impls = args.impls.split(",")
+    started, load0 = time.monotonic(), os.getloadavg()
+    if args.implied_only:
+        return implied_only(base, max(nps), impls, args.out, args.json)
+    md = _intro(repeats, sentences, load0)
+    result: dict = {"args": vars(args), "repeats": repeats, "sentences_per_rank": sentences,
+                    "loadavg_start": list(load0)}
+    with tempfile.TemporaryDirectory() as out:
+        md.append("## Throughput: bucketing vs padding and work\n")
+        by_np_impl = _throughput(args, nps, impls, base, repeats, out, md, result)
+        np_ = max(nps)
+        if np_ > 1:
+            _straggler(by_np_impl[np_], base, np_, md, result)
+    result["loadavg_end"] = list(os.getloadavg())
+    result["wall_s"] = time.monotonic() - started
+    md.append(f"\nWall time {result['wall_s'] / 60:.1f} min; load average at the end "
+              f"{result['loadavg_end'][0]:.1f}.\n")
+    text = "\n".join(md)
+    print(text)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+def _parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--long", action="store_true",
                     help="every mode (also pad to batch, 32-sentence batches, aligned, equal "
@@ -292,70 +325,61 @@ def main() -> int:
                     help="write the markdown here ('' : print only)")
     ap.add_argument("--json", default="bench/results/bucketing.json",
                     help="write the figures and every run's raw record here ('' : none)")
-    args = ap.parse_args()
-    repeats = args.repeats or (3 if args.long else 2)
-    sentences = args.sentences or (640 if args.long else 320)
-    base = [*LM, f"data.synthetic.sentences_per_rank={sentences}", "data.batch_size=32"]
-    nps = [int(n) for n in args.np.split(",")]
-    impls = args.impls.split(",")
-    started, load0 = time.monotonic(), os.getloadavg()
-    if args.implied_only:
-        return implied_only(base, max(nps), impls, args.out, args.json)
-    md = [f"# Length bucketing (horovod, {repeats} repeats, medians)\n",
-          f"RNN LM (embed {EMBED}, hidden {HIDDEN}, vocab {VOCAB}), {sentences} lognormal-length "
-          f"sentences per rank (mean 25, 3..100 tokens), token budget {TOKEN_BUDGET} per rank "
-          "(weak scaling: global mode's global budget is that times the ranks), one whole "
-          "epoch measured per run after 3 warm-up steps. Machine: "
-          f"{os.cpu_count()} cores, 1 compute thread per rank, load average "
-          f"{load0[0]:.1f} at the start (other workers share the machine).\n",
-          "Padding ratio: token slots / real tokens. RNN work ratio: slots the recurrence "
-          "runs / real tokens (loop: every padded slot; fused: packed sequences, only the live "
-          "ones, so 1.00). Model work ratio: multiply-adds per real token relative to no "
-          "padding, the recurrence on its slots and the output projection on every padded "
-          "slot. Efficiency = speedup over pad-to-max / (pad-to-max ratio / this mode's "
-          "ratio). The ratio that applies: padding for the loop, model work for the fused "
-          "kernel.\n"]
-    result: dict = {"args": vars(args), "repeats": repeats, "sentences_per_rank": sentences,
-                    "loadavg_start": list(load0)}
+    return ap.parse_args()
+
+
+def _intro(repeats: int, sentences: int, load0: tuple[float, float, float]) -> list[str]:
+    """The report's title and the paragraphs that say what was run and what the ratios mean."""
+    return [f"# Length bucketing (horovod, {repeats} repeats, medians)\n",
+            f"RNN LM (embed {EMBED}, hidden {HIDDEN}, vocab {VOCAB}), {sentences} lognormal-length "
+            f"sentences per rank (mean 25, 3..100 tokens), token budget {TOKEN_BUDGET} per rank "
+            "(weak scaling: global mode's global budget is that times the ranks), one whole "
+            "epoch measured per run after 3 warm-up steps. Machine: "
+            f"{os.cpu_count()} cores, 1 compute thread per rank, load average "
+            f"{load0[0]:.1f} at the start (other workers share the machine).\n",
+            "Padding ratio: token slots / real tokens. RNN work ratio: slots the recurrence "
+            "runs / real tokens (loop: every padded slot; fused: packed sequences, only the live "
+            "ones, so 1.00). Model work ratio: multiply-adds per real token relative to no "
+            "padding, the recurrence on its slots and the output projection on every padded "
+            "slot. Efficiency = speedup over pad-to-max / (pad-to-max ratio / this mode's "
+            "ratio). The ratio that applies: padding for the loop, model work for the fused "
+            "kernel.\n"]
+
+
+def _throughput(args: argparse.Namespace, nps: list[int], impls: list[str], base: list[str],
+                repeats: int, out: str, md: list[str],
+                result: dict) -> dict[int, dict[str, dict[str, list[dict]]]]:
+    """Sweep the modes for every rank count and implementation, adding each throughput table
+    to ``md`` and its figures to ``result``; the records, by rank count and implementation."""
     by_np_impl: dict[int, dict[str, dict[str, list[dict]]]] = {}
-    with tempfile.TemporaryDirectory() as out:
-        md.append("## Throughput: bucketing vs padding and work\n")
-        for np_ in nps:
-            for impl in impls:
-                print(f"np={np_}, rnn_impl={impl}", file=sys.stderr)
-                modes = [m for m, (_, at, default) in MODES.items()
-                         if (at is None or np_ in at) and (default or args.long)]
-                recs = sweep(modes, [*base, f"model.rnn_impl={impl}"], np_, repeats, out)
-                by_np_impl.setdefault(np_, {})[impl] = recs
-                table, summary = throughput_table(f"np={np_}, rnn_impl={impl}", impl, recs)
-                md.append(table)
-                result[f"throughput_np{np_}_{impl}"] = summary
-                if args.json:  # kept as it grows: a run that fails later loses nothing before
-                    Path(args.json).write_text(json.dumps(result, indent=1))
-        np_ = max(nps)
-        if np_ > 1:
-            md.append(f"## Straggler cost at np={np_}: idle time per step (same runs)\n")
-            md.append("Idle: time a rank waits at a step for a slower rank's forward/backward "
-                      "(a step without a batch waits the slowest rank's whole compute), as a "
-                      "share of the ranks' measured time. Idle implied by the work split: the "
-                      "same epoch's batches rebuilt offline, each rank's work per step in "
-                      "multiply-adds, and the share of time ranks would wait if time followed "
-                      "work (no machine noise in it).\n")
-            table, summary = straggler_table(by_np_impl[np_], base, np_)
+    for np_ in nps:
+        for impl in impls:
+            print(f"np={np_}, rnn_impl={impl}", file=sys.stderr)
+            modes = [m for m, (_, at, default) in MODES.items()
+                     if (at is None or np_ in at) and (default or args.long)]
+            recs = sweep(modes, [*base, f"model.rnn_impl={impl}"], np_, repeats, out)
+            by_np_impl.setdefault(np_, {})[impl] = recs
+            table, summary = throughput_table(f"np={np_}, rnn_impl={impl}", impl, recs)
             md.append(table)
-            result["straggler"] = summary
-    result["loadavg_end"] = list(os.getloadavg())
-    result["wall_s"] = time.monotonic() - started
-    md.append(f"\nWall time {result['wall_s'] / 60:.1f} min; load average at the end "
-              f"{result['loadavg_end'][0]:.1f}.\n")
-    text = "\n".join(md)
-    print(text)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text)
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1))
-    return 0
+            result[f"throughput_np{np_}_{impl}"] = summary
+            if args.json:  # kept as it grows: a run that fails later loses nothing before
+                Path(args.json).write_text(json.dumps(result, indent=1))
+    return by_np_impl
+
+
+def _straggler(recs: dict[str, dict[str, list[dict]]], base: list[str], np_: int,
+               md: list[str], result: dict) -> None:
+    """The straggler section at ``np_`` ranks (from the same runs), into ``md`` and ``result``."""
+    md.append(f"## Straggler cost at np={np_}: idle time per step (same runs)\n")
+    md.append("Idle: time a rank waits at a step for a slower rank's forward/backward "
+              "(a step without a batch waits the slowest rank's whole compute), as a "
+              "share of the ranks' measured time. Idle implied by the work split: the "
+              "same epoch's batches rebuilt offline, each rank's work per step in "
+              "multiply-adds, and the share of time ranks would wait if time followed "
+              "work (no machine noise in it).\n")
+    table, summary = straggler_table(recs, base, np_)
+    md.append(table)
+    result["straggler"] = summary
 
 
 if __name__ == "__main__":

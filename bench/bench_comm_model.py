@@ -33,6 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SEED_RATE = 55411.433  # words/s, 1 GPU, cudnn_lstm, seed notes 000_*.txt ("ideal case")
 ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
        "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
+SWEEPS = {"default": [], "comm_heavy": [a for h in HEAVY for a in ("--set", h)]}
+"""The configs swept and predicted: the default one, and bench_ps_comm.py's communication-heavy
+one (``--set`` arguments)."""
 
 
 def sh(*args: str) -> str:
@@ -47,61 +50,16 @@ def sh(*args: str) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="/tmp/hvdscale-bench-comm-model",
-                    help="work directory (commbench and sweep results)")
-    ap.add_argument("--sizes", default="4B..256MB")
-    ap.add_argument("--steps", type=int, default=12)
-    ap.add_argument("--warmup", type=int, default=4)
-    ap.add_argument("--json", default="")
-    ap.add_argument("--reuse", action="store_true",
-                    help="analyse the commbench and sweep results already in --out again "
-                         "(no new measurements)")
-    args = ap.parse_args()
+    args = _parse_args()
     out = Path(args.out)
     load = {"start": list(os.getloadavg())}
+    cb, busbw = _commbench(args, out, load)
+    validation = _validation(args, out, load)
+    seed = _seed_predictions()
+    load["end"] = list(os.getloadavg())
 
     from hvdscale.study.commbench import refit
-    from hvdscale.study.predict import run_predict
 
-    if not (args.reuse and (out / "commbench" / "commbench.json").exists()):
-        sh("commbench", "--np", "2", "--sizes", args.sizes, "--out", str(out / "commbench"))
-    cb = json.loads((out / "commbench" / "commbench.json").read_text())
-    load["after_commbench"] = list(os.getloadavg())
-    picks = [1 << 20, 16 << 20, 64 << 20]
-    busbw = {t: {str(s): next((p["busbw_GBps"] for p in tr["points"] if p["bytes"] == s), None)
-                 for s in picks} for t, tr in cb["transports"].items()}
-
-    measure = ["--set", f"measure.steps={args.steps}", "--set",
-               f"measure.warmup_steps={args.warmup}"]
-    configs = {"default": [], "comm_heavy": [a for h in HEAVY for a in ("--set", h)]}
-    validation = {}
-    for name, sets in configs.items():
-        res_dir = out / f"sweep_{name}"
-        if not (args.reuse and (res_dir / "results.jsonl").exists()):
-            sh("sweep", "configs/demo.yaml", "--np", "1,2", "--strategies", "horovod,ps",
-               "--out", str(res_dir), "--no-plot", "--redo", *measure, *sets)
-        load[f"after_sweep_{name}"] = list(os.getloadavg())
-        pred = run_predict("configs/demo.yaml", [s for s in sets if s != "--set"],
-                           "1,2", comm=str(out / "commbench"), records=str(res_dir))
-        validation[name] = {"overrides": [s for s in sets if s != "--set"],
-                            "model_bytes": pred["prediction"]["model_bytes"],
-                            "compute": pred["compute"], "rows": pred["validation"],
-                            "report_breakdown": (res_dir / "report.md").read_text()
-                            .split("## Why not better")[-1]}
-
-    seed = {}
-    for bw in ("25Gbit", "100Gbit"):
-        p = run_predict("configs/nmt_torch.yaml", [], "1,8,64,512", latency="5us",
-                        bandwidth=bw, words_per_s=SEED_RATE)
-        seed[bw] = {"network": p["network"], "compute": p["compute"],
-                    "model_bytes": p["prediction"]["model_bytes"],
-                    "efficiency_pct": {
-                        scaling: {s: {str(r["ranks"]): (r or {}).get("efficiency_pct")
-                                      for r in rows if r is not None}
-                                  for s, rows in t.items()}
-                        for scaling, t in p["prediction"]["scaling"].items()}}
-    load["end"] = list(os.getloadavg())
     result = {"loadavg": load, "reused_measurements": args.reuse, "commbench": {
         "memcpy_GBps": cb["memcpy"], "busbw_GBps_at": busbw,
         "fits": {t: {"fit": {k: v for k, v in tr["fit"].items() if k != "residuals"},
@@ -122,10 +80,78 @@ def main() -> int:
         where = Path(args.json)
         where.with_name("commbench_np2.json").write_text(
             (out / "commbench" / "commbench.json").read_text())
-        for name in configs:
+        for name in SWEEPS:
             where.with_name(f"comm_model_{name}.jsonl").write_text(
                 (out / f"sweep_{name}" / "results.jsonl").read_text())
     return 0
+
+
+def _parse_args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="/tmp/hvdscale-bench-comm-model",
+                    help="work directory (commbench and sweep results)")
+    ap.add_argument("--sizes", default="4B..256MB")
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--warmup", type=int, default=4)
+    ap.add_argument("--json", default="")
+    ap.add_argument("--reuse", action="store_true",
+                    help="analyse the commbench and sweep results already in --out again "
+                         "(no new measurements)")
+    return ap.parse_args()
+
+
+def _commbench(args: argparse.Namespace, out: Path, load: dict) -> tuple[dict, dict]:
+    """Step 1: the commbench result (run unless reused) and its bus bandwidth at a few sizes."""
+    if not (args.reuse and (out / "commbench" / "commbench.json").exists()):
+        sh("commbench", "--np", "2", "--sizes", args.sizes, "--out", str(out / "commbench"))
+    cb = json.loads((out / "commbench" / "commbench.json").read_text())
+    load["after_commbench"] = list(os.getloadavg())
+    picks = [1 << 20, 16 << 20, 64 << 20]
+    busbw = {t: {str(s): next((p["busbw_GBps"] for p in tr["points"] if p["bytes"] == s), None)
+                 for s in picks} for t, tr in cb["transports"].items()}
+    return cb, busbw
+
+
+def _validation(args: argparse.Namespace, out: Path, load: dict) -> dict:
+    """Steps 2 and 3: each config's sweep (run unless reused) and the model's predictions
+    against it."""
+    from hvdscale.study.predict import PredictSpec, run_predict
+
+    measure = ["--set", f"measure.steps={args.steps}", "--set",
+               f"measure.warmup_steps={args.warmup}"]
+    validation = {}
+    for name, sets in SWEEPS.items():
+        res_dir = out / f"sweep_{name}"
+        if not (args.reuse and (res_dir / "results.jsonl").exists()):
+            sh("sweep", "configs/demo.yaml", "--np", "1,2", "--strategies", "horovod,ps",
+               "--out", str(res_dir), "--no-plot", "--redo", *measure, *sets)
+        load[f"after_sweep_{name}"] = list(os.getloadavg())
+        pred = run_predict("configs/demo.yaml", [s for s in sets if s != "--set"],
+                           PredictSpec("1,2", comm=str(out / "commbench"), records=str(res_dir)))
+        validation[name] = {"overrides": [s for s in sets if s != "--set"],
+                            "model_bytes": pred["prediction"]["model_bytes"],
+                            "compute": pred["compute"], "rows": pred["validation"],
+                            "report_breakdown": (res_dir / "report.md").read_text()
+                            .split("## Why not better")[-1]}
+    return validation
+
+
+def _seed_predictions() -> dict:
+    """Step 4: the seed notes' NMT configuration predicted on 25 and 100 Gbit/s links."""
+    from hvdscale.study.predict import PredictSpec, run_predict
+
+    seed = {}
+    for bw in ("25Gbit", "100Gbit"):
+        p = run_predict("configs/nmt_torch.yaml", [], PredictSpec(
+            "1,8,64,512", latency="5us", bandwidth=bw, words_per_s=SEED_RATE))
+        seed[bw] = {"network": p["network"], "compute": p["compute"],
+                    "model_bytes": p["prediction"]["model_bytes"],
+                    "efficiency_pct": {
+                        scaling: {s: {str(r["ranks"]): (r or {}).get("efficiency_pct")
+                                      for r in rows if r is not None}
+                                  for s, rows in t.items()}
+                        for scaling, t in p["prediction"]["scaling"].items()}}
+    return seed
 
 
 if __name__ == "__main__":

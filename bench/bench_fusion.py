@@ -26,7 +26,7 @@ from pathlib import Path
 
 from emit import emit  # bench/ is on sys.path when a script runs
 
-from hvdscale.study import fusion
+from hvdscale.study import fusion, fusion_report
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ("configs/commheavy_torch.yaml", "configs/demo.yaml")
@@ -87,11 +87,11 @@ def main() -> int:
         out = Path(args.work) / name
         t0 = time.monotonic()
         load0 = os.getloadavg()
-        spec = fusion.plan_fusion(ROOT / config, args.np, args.threshold_mb, args.cycle_ms,
-                                  "hooks,after-backward", args.repeats, out, args.set,
-                                  timeline_steps=3)
+        grid = fusion.FusionGrid(args.np, args.threshold_mb, args.cycle_ms,
+                                 "hooks,after-backward", args.repeats, timeline_steps=3)
+        spec = fusion.plan_fusion(ROOT / config, grid, out, args.set)
         res = fusion.run_fusion(spec, lambda s: print(s, file=sys.stderr, flush=True))
-        md = fusion.write_outputs(res, out, f"Fusion sweep: {name} at np={args.np}")
+        md = fusion_report.write_outputs(res, out, f"Fusion sweep: {name} at np={args.np}")
         print(md, file=sys.stderr)
         defaults_row = next((r for r in res["table"] if r["label"] == "128MB/1ms/hooks"), None)
         best_label = res["best"]["label"] if res["best"] else None

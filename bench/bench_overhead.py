@@ -7,7 +7,10 @@ blocks so machine noise hits both alike, and the ratio of median step times is r
 The minimal loop is what a Horovod user writes by hand: mean loss, backward,
 ``hvd.DistributedOptimizer(op=Average).step()``. hvdscale's step adds what exactness and
 measurement need: the global token-count allreduce (overlapped with the forward), summed loss,
-flat gradient buffers, the meter, the step watchdog and rank 0's progress report.
+flat gradient buffers, the meter, the step watchdog and rank 0's progress report. hvdscale's
+side is the run's own step loop (``hvdscale.train.loop.train_loop``, timed by
+bench/harness_timing.py), so it pays all a run's step pays; each of its blocks starts with one
+untimed step that opens the window (a barrier, as in a run).
 
 Issue 17 added the progress report; a third loop, hvdscale's step without it, runs in the same
 blocks so that the cost of progress is a paired ratio from one run. Each progress block starts
@@ -19,14 +22,18 @@ fewer seconds than the default plain interval, so a 5-step block sees several re
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from emit import emit  # bench/ is on sys.path when a script runs
+from harness_timing import time_steps, time_train_loop, warm_up_loop
 
 
 def main() -> int:
@@ -39,61 +46,84 @@ def main() -> int:
     args = ap.parse_args()
 
     from hvdscale.config import load_config
-    from hvdscale.core.threads import resolve_threads, thread_env
-    from hvdscale.core.world import init_horovod
-    from hvdscale.strategies.horovod import horovod_env
 
     cfg = load_config(args.config)
+    hvd = _start(cfg)
+    parts, batch = _harness(cfg, hvd)
+    minimal_step = _minimal_loop(cfg, hvd, parts.adapter, batch)
+    # As in a run: rank 0 reports (plain lines, here into a file), the other ranks do nothing.
+    sink = tempfile.TemporaryFile("w+") if hvd.rank() == 0 else None
+    load_before = os.getloadavg()
+    warm_up_loop(parts, batch, 3)  # warm-up all
+    time_steps(minimal_step, 3)
+    times, meter = _rounds(args, parts, batch, minimal_step, sink)
+    load_after = os.getloadavg()
+    # A job's step lasts as long as its slowest rank: take the max over ranks per step.
+    mats = {k: np.max(np.array(parts.world.allgather(v)), axis=0) for k, v in times.items()}
+    if sink is not None:
+        from hvdscale.core.progress import Progress
+
+        sink.seek(0)
+        reports = sum(1 for _ in sink)
+        out = {"config": args.config, "ranks": hvd.size(), "steps_each": len(mats["minimal"]),
+               "rounds": args.rounds, "block": args.block,
+               "progress_every_s": args.progress_every, "progress_lines_written": reports,
+               "loadavg_before": list(load_before), "loadavg_after": list(load_after),
+               **_ratios(mats, args.rounds, args.block),
+               **_micro_costs(Progress, meter, args.block)}
+        emit(out, args.json)
+    return 0
+
+
+def _start(cfg: Any) -> Any:
+    """Thread settings, then Horovod (its PyTorch integration); returns ``horovod.torch``."""
+    from hvdscale.core.threads import resolve_threads, thread_env
+    from hvdscale.core.world import init_horovod
+    from hvdscale.frameworks.torch import set_threads
+    from hvdscale.strategies.horovod import horovod_env
+
     local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))
     intra, inter = resolve_threads(cfg.threads.intra_op, cfg.threads.inter_op, local)
     os.environ.update(thread_env(intra, cfg.threads.mpi_yield, local))
-    init_horovod(horovod_env(cfg.strategy.horovod))
+    init_horovod(horovod_env(cfg.strategy.horovod), "horovod.torch")
     import horovod.torch as hvd
-    import torch
-
-    from hvdscale.core.data import BatchPlan, load_corpus
-    from hvdscale.core.meter import StepMeter
-    from hvdscale.core.progress import Progress, ProgressReport
-    from hvdscale.core.supervise import StepWatchdog
-    from hvdscale.core.world import make_world
-    from hvdscale.frameworks.torch import TorchAdapter, set_threads
-    from hvdscale.models.torch import build_model
-    from hvdscale.strategies.horovod import HorovodTorch
 
     set_threads(intra, inter)
-    world = make_world(True)
+    return hvd
+
+
+def _harness(cfg: Any, hvd: Any) -> tuple[Any, Any]:
+    """hvdscale's path, as a run builds it: adapter, HorovodTorch strategy, world; the loop's
+    parts and this rank's first batch."""
+    from hvdscale.core.batching import BatchPlan
+    from hvdscale.core.data import load_corpus
+    from hvdscale.core.world import make_world
+    from hvdscale.frameworks.torch import HOROVOD, HorovodTorch, TorchAdapter
+    from hvdscale.train.loop import LoopParts
+
+    world = make_world(True, HOROVOD)
     rank = hvd.rank()
     corpus = load_corpus(cfg.data, cfg.model.kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
                          rank, hvd.size())
     batch = next(BatchPlan(corpus, cfg.data, cfg.model.kind, cfg.data.batch_size,
                            rank).batches())
     m = cfg.model
-
-    # hvdscale's path: adapter + HorovodTorch strategy + meter + watchdog, as in runner.py.
     adapter = TorchAdapter(m, cfg.optim, m.src_vocab, m.tgt_vocab)
     strategy = HorovodTorch(cfg.strategy.horovod)
     strategy.setup(adapter)
-    meter = StepMeter(0)
-    watchdog = StepWatchdog(cfg.measure.step_timeout_s, rank)
+    return LoopParts(strategy, adapter, world, cfg.measure.step_timeout_s), batch
 
-    # As in a run: rank 0 reports (plain lines, here into a file), the other ranks do nothing.
-    sink = tempfile.TemporaryFile("w+") if rank == 0 else None
-    progress: ProgressReport = ProgressReport()
 
-    def hvdscale_step(step: int) -> None:
-        watchdog.start_step(step)
-        meter.start_step()
-        loss = strategy.step(batch)
-        meter.end_step(step, batch.words, batch.loss_tokens, batch.padded_tokens,
-                       batch.sentences, loss)
-        watchdog.end_step()
-        progress.step(step)
+def _minimal_loop(cfg: Any, hvd: Any, adapter: Any, batch: Any) -> Callable[[int], None]:
+    """The minimal hand-written loop's step: mean loss, backward, DistributedOptimizer."""
+    import torch
 
-    # The minimal hand-written loop.
+    from hvdscale.models import ModelSizes
+    from hvdscale.models.torch import build_model
+
+    m = cfg.model
     torch.manual_seed(m.seed)
-    model = build_model(m.kind, m.rnn_impl, m.src_vocab, m.tgt_vocab, m.embed_dim,
-                        m.hidden_size, m.encoder_layers, m.decoder_layers, m.bidirectional,
-                        m.attention)
+    model = build_model(m.kind, m.rnn_impl, ModelSizes.from_config(m, m.src_vocab, m.tgt_vocab))
     opt = torch.optim.SGD(model.parameters(), lr=cfg.optim.lr)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(),
@@ -106,54 +136,51 @@ def main() -> int:
         (loss / tokens).backward()
         opt.step()
 
+    return minimal_step
+
+
+def _rounds(args: argparse.Namespace, parts: Any, batch: Any,
+            minimal_step: Callable[[int], None], sink: Any) -> tuple[dict[str, list[float]], Any]:
+    """Blocks of the three loops, every order in turn (noise hits all alike): each loop's step
+    times, and the meter of the last harness block (for the micro costs)."""
+    from hvdscale.core.progress import Progress, ProgressReport
+
     loops = ("hvdscale", "hvdscale_no_progress", "minimal")
     times: dict[str, list[float]] = {k: [] for k in loops}
-    load_before = os.getloadavg()
-    for _ in range(3):  # warm-up all
-        hvdscale_step(0)
-        minimal_step(0)
     orders = list(itertools.permutations(loops))
+    meter = None
     for r in range(args.rounds):
-        for name in orders[r % len(orders)]:  # every order in turn: noise hits all alike
-            fn = minimal_step if name == "minimal" else hvdscale_step
+        for name in orders[r % len(orders)]:
+            if name == "minimal":
+                parts.world.barrier()
+                times[name] += time_steps(minimal_step, args.block)
+                continue
+            # Each progress block starts its own reporter, as a run starts one.
+            progress = ProgressReport()
             if name == "hvdscale" and sink is not None:
                 progress = Progress(sink, every_s=args.progress_every, live=False)
-                progress.begin(0, args.block, meter=meter)
-            world.barrier()
-            for i in range(args.block):
-                t = time.perf_counter()
-                fn(i)
-                times[name].append(time.perf_counter() - t)
+            block, done = time_train_loop(dataclasses.replace(parts, progress=progress), batch,
+                                          args.block)
             progress.close()
-            progress = ProgressReport()
-    watchdog.stop()
-    load_after = os.getloadavg()
-    # A job's step lasts as long as its slowest rank: take the max over ranks per step.
-    mats = {k: np.max(np.array(world.allgather(v)), axis=0) for k, v in times.items()}
-    if rank == 0:
-        med = {k: float(np.median(v)) for k, v in mats.items()}
-        # Paired: per round, the median step of one loop's block over the other's.
-        per_round = {k: np.median(v.reshape(args.rounds, args.block), axis=1)
-                     for k, v in mats.items()}
-        sink.seek(0)
-        reports = sum(1 for _ in sink)
-        micro = _micro_costs(Progress, meter, args.block)
-        out = {"config": args.config, "ranks": hvd.size(), "steps_each": len(mats["minimal"]),
-               "rounds": args.rounds, "block": args.block,
-               "progress_every_s": args.progress_every, "progress_lines_written": reports,
-               "loadavg_before": list(load_before), "loadavg_after": list(load_after),
-               "median_step_s": med, "ratio": med["hvdscale"] / med["minimal"],
-               "overhead_pct": 100.0 * (med["hvdscale"] / med["minimal"] - 1),
-               "overhead_pct_without_progress":
-                   100.0 * (med["hvdscale_no_progress"] / med["minimal"] - 1),
-               "progress_ratio": med["hvdscale"] / med["hvdscale_no_progress"],
-               "progress_ratio_paired_rounds": float(np.median(
-                   per_round["hvdscale"] / per_round["hvdscale_no_progress"])),
-               "progress_ratio_paired_rounds_iqr": [float(q) for q in np.percentile(
-                   per_round["hvdscale"] / per_round["hvdscale_no_progress"], [25, 75])],
-               **micro}
-        emit(out, args.json)
-    return 0
+            times[name] += block
+            meter = done.meter
+    return times, meter
+
+
+def _ratios(mats: dict[str, np.ndarray], rounds: int, block: int) -> dict[str, Any]:
+    """Median step times and the overhead and progress ratios, overall and paired by round."""
+    med = {k: float(np.median(v)) for k, v in mats.items()}
+    # Paired: per round, the median step of one loop's block over the other's.
+    per_round = {k: np.median(v.reshape(rounds, block), axis=1) for k, v in mats.items()}
+    progress = per_round["hvdscale"] / per_round["hvdscale_no_progress"]
+    return {"median_step_s": med, "ratio": med["hvdscale"] / med["minimal"],
+            "overhead_pct": 100.0 * (med["hvdscale"] / med["minimal"] - 1),
+            "overhead_pct_without_progress":
+                100.0 * (med["hvdscale_no_progress"] / med["minimal"] - 1),
+            "progress_ratio": med["hvdscale"] / med["hvdscale_no_progress"],
+            "progress_ratio_paired_rounds": float(np.median(progress)),
+            "progress_ratio_paired_rounds_iqr": [float(q) for q in np.percentile(progress,
+                                                                                  [25, 75])]}
 
 
 def _micro_costs(progress_cls: type, meter: object, steps: int) -> dict[str, float]:

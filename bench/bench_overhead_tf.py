@@ -10,8 +10,10 @@ The minimal loop is what a Horovod user writes by hand: a ``tf.function`` with m
 ``hvd.DistributedGradientTape(tape)`` (op Average) and an SGD update. hvdscale's step adds what
 exactness and measurement need: the global token-count allreduce, the summed loss scaled by
 1/global tokens, gradients kept between backward and update, the meter, the step watchdog and
-rank 0's progress report. (A separate script from bench_overhead.py: one process runs one
-framework's Horovod.)
+rank 0's progress report. hvdscale's side is the run's own step loop
+(``hvdscale.train.loop.train_loop``, timed by bench/harness_timing.py); each of its blocks
+starts with one untimed step that opens the window (a barrier, as in a run). (A separate
+script from bench_overhead.py: one process runs one framework's Horovod.)
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from emit import emit  # bench/ is on sys.path when a script runs
+from harness_timing import time_steps, time_train_loop, warm_up_loop
 
 
 def main() -> int:
@@ -34,56 +38,94 @@ def main() -> int:
     args = ap.parse_args()
 
     from hvdscale.config import load_config
-    from hvdscale.core.threads import resolve_threads, thread_env
-    from hvdscale.core.world import init_horovod, make_world
-    from hvdscale.strategies.horovod import horovod_env
 
     cfg = load_config(args.config, ["framework=tf"])
+    hvd = _start(cfg)
+    parts, batch = _harness(cfg, hvd)
+    minimal_step = _minimal_loop(cfg, hvd, batch)
+    load_before = os.getloadavg()
+    warm_up_loop(parts, batch, 3)  # warm-up (and trace) both
+    time_steps(minimal_step, 3)
+    times: dict[str, list[float]] = {"hvdscale": [], "minimal": []}
+    for r in range(args.rounds):
+        order = ["hvdscale", "minimal"]
+        if r % 2:
+            order.reverse()
+        for name in order:
+            if name == "hvdscale":
+                times[name] += time_train_loop(parts, batch, args.block)[0]
+            else:
+                parts.world.barrier()
+                times[name] += time_steps(minimal_step, args.block)
+    mats = {k: np.max(np.array(parts.world.allgather(v)), axis=0) for k, v in times.items()}
+    if hvd.rank() == 0:
+        med = {k: float(np.median(v)) for k, v in mats.items()}
+        per_round = {k: np.median(v.reshape(args.rounds, args.block), axis=1)
+                     for k, v in mats.items()}
+        paired = per_round["hvdscale"] / per_round["minimal"]
+        emit({"config": args.config, "framework": "tf", "ranks": hvd.size(),
+              "steps_each": len(mats["minimal"]), "rounds": args.rounds, "block": args.block,
+              "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg()),
+              "median_step_s": med, "ratio": med["hvdscale"] / med["minimal"],
+              "overhead_pct": 100.0 * (med["hvdscale"] / med["minimal"] - 1),
+              "overhead_pct_paired_rounds": 100.0 * (float(np.median(paired)) - 1),
+              "paired_rounds_iqr": [float(q) for q in np.percentile(paired, [25, 75])]},
+             args.json)
+    return 0
+
+
+def _start(cfg: Any) -> Any:
+    """Thread settings, then Horovod (its TensorFlow integration); returns ``horovod.tensorflow``.
+
+    TensorFlow's thread pools are sized before Horovod starts: they are fixed by its first op,
+    and Horovod's collectives run ops."""
+    from hvdscale.core.threads import resolve_threads, thread_env
+    from hvdscale.core.world import init_horovod
+    from hvdscale.strategies.horovod import horovod_env
+
     local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))
     intra, inter = resolve_threads(cfg.threads.intra_op, cfg.threads.inter_op, local)
     os.environ.update(thread_env(intra, cfg.threads.mpi_yield, local))
     from hvdscale.frameworks import tf as fw
 
     fw.set_threads(intra, inter)
-    hvd = init_horovod(horovod_env(cfg.strategy.horovod), "tf")
-    import tensorflow as tf
+    return init_horovod(horovod_env(cfg.strategy.horovod), fw.HOROVOD.module)
 
-    from hvdscale.core.data import BatchPlan, load_corpus
-    from hvdscale.core.meter import StepMeter
-    from hvdscale.core.progress import ProgressReport
-    from hvdscale.core.supervise import StepWatchdog
-    from hvdscale.models.tf import build_model
-    from hvdscale.strategies.horovod import HorovodTF
 
-    world = make_world(True, "tf")
+def _harness(cfg: Any, hvd: Any) -> tuple[Any, Any]:
+    """hvdscale's path, as a run builds it: adapter, HorovodTF strategy, world; the loop's
+    parts (no progress report, as on ranks other than 0) and this rank's first batch."""
+    from hvdscale.core.batching import BatchPlan
+    from hvdscale.core.data import load_corpus
+    from hvdscale.core.world import make_world
+    from hvdscale.frameworks import tf as fw
+    from hvdscale.frameworks.tf import HorovodTF
+    from hvdscale.train.loop import LoopParts
+
+    world = make_world(True, fw.HOROVOD)
     rank = hvd.rank()
     corpus = load_corpus(cfg.data, cfg.model.kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
                          rank, hvd.size())
     batch = next(BatchPlan(corpus, cfg.data, cfg.model.kind, cfg.data.batch_size,
                            rank).batches())
     m = cfg.model
-
-    # hvdscale's path: adapter + HorovodTF + meter + watchdog + progress, as in runner.py.
     adapter = fw.make_adapter(m, cfg.optim, m.src_vocab, m.tgt_vocab)
     strategy = HorovodTF(cfg.strategy.horovod)
     strategy.setup(adapter)
-    meter = StepMeter(0)
-    watchdog = StepWatchdog(cfg.measure.step_timeout_s, rank)
-    progress = ProgressReport()
+    return LoopParts(strategy, adapter, world, cfg.measure.step_timeout_s), batch
 
-    def hvdscale_step(step: int) -> None:
-        watchdog.start_step(step)
-        meter.start_step()
-        loss = strategy.step(batch)
-        meter.end_step(step, batch.words, batch.loss_tokens, batch.padded_tokens,
-                       batch.sentences, loss)
-        watchdog.end_step()
-        progress.step(step)
 
-    # The minimal hand-written loop.
-    model = build_model(m.kind, m.rnn_impl, m.src_vocab, m.tgt_vocab, m.embed_dim,
-                        m.hidden_size, m.encoder_layers, m.decoder_layers, m.bidirectional,
-                        m.attention, m.seed)
+def _minimal_loop(cfg: Any, hvd: Any, batch: Any) -> Callable[[int], None]:
+    """The minimal hand-written loop's step: a ``tf.function`` with mean loss,
+    ``hvd.DistributedGradientTape`` and an SGD update."""
+    import tensorflow as tf
+
+    from hvdscale.models import ModelSizes
+    from hvdscale.models.tf import build_model
+
+    m = cfg.model
+    model = build_model(m.kind, m.rnn_impl, ModelSizes.from_config(m, m.src_vocab, m.tgt_vocab),
+                        m.seed)
     variables = list(model.trainable_variables)
     hvd.broadcast_variables(variables, root_rank=0)
     lr = cfg.optim.lr
@@ -105,37 +147,7 @@ def main() -> int:
     def minimal_step(step: int) -> None:
         float(minimal_train_step(*inputs))
 
-    times: dict[str, list[float]] = {"hvdscale": [], "minimal": []}
-    load_before = os.getloadavg()
-    for _ in range(3):  # warm-up (and trace) both
-        hvdscale_step(0)
-        minimal_step(0)
-    for r in range(args.rounds):
-        order = [("hvdscale", hvdscale_step), ("minimal", minimal_step)]
-        if r % 2:
-            order.reverse()
-        for name, fn in order:
-            world.barrier()
-            for i in range(args.block):
-                t = time.perf_counter()
-                fn(i)
-                times[name].append(time.perf_counter() - t)
-    watchdog.stop()
-    mats = {k: np.max(np.array(world.allgather(v)), axis=0) for k, v in times.items()}
-    if rank == 0:
-        med = {k: float(np.median(v)) for k, v in mats.items()}
-        per_round = {k: np.median(v.reshape(args.rounds, args.block), axis=1)
-                     for k, v in mats.items()}
-        paired = per_round["hvdscale"] / per_round["minimal"]
-        emit({"config": args.config, "framework": "tf", "ranks": hvd.size(),
-              "steps_each": len(mats["minimal"]), "rounds": args.rounds, "block": args.block,
-              "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg()),
-              "median_step_s": med, "ratio": med["hvdscale"] / med["minimal"],
-              "overhead_pct": 100.0 * (med["hvdscale"] / med["minimal"] - 1),
-              "overhead_pct_paired_rounds": 100.0 * (float(np.median(paired)) - 1),
-              "paired_rounds_iqr": [float(q) for q in np.percentile(paired, [25, 75])]},
-             args.json)
-    return 0
+    return minimal_step
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import argparse
 import os
 import sys
 import time
+from typing import Any
 
 import numpy as np
 from emit import emit  # bench/ is on sys.path when a script runs
@@ -68,18 +69,15 @@ def main() -> int:
     args = ap.parse_args()
 
     from hvdscale.core.threads import thread_env
-    from hvdscale.core.world import init_horovod
 
     local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))
     os.environ.update(thread_env(1, "auto", local))
-    import torch
+    import torch  # noqa: F401  (torch loads before mpi4py, as in a run)
     from mpi4py import MPI
 
     from hvdscale.config import load_config
-    from hvdscale.core.data import BatchPlan, load_corpus
     from hvdscale.core.world import MPIWorld
     from hvdscale.frameworks.torch import TorchAdapter, set_threads
-    from hvdscale.strategies.param_server import ParameterServer
 
     set_threads(1, 1)
     comm = MPI.COMM_WORLD
@@ -94,53 +92,9 @@ def main() -> int:
     placements = [("colocated", 1), ("colocated", n)]
     if n >= 3:
         placements.append(("dedicated", 1))
-    rows = []
-    for placement, servers in placements:
-        cfg = load_config(None, [*HEAVY, "strategy.name=ps", f"strategy.ps.placement={placement}",
-                                 f"strategy.ps.num_servers={servers}"])
-        ps = ParameterServer(cfg.strategy.ps, world)
-        adapter = TorchAdapter(cfg.model, cfg.optim, 40000, 40000)
-        ps.setup(adapter)
-        batches = None
-        if ps.computes:
-            corpus = load_corpus(cfg.data, "nmt", 40000, 40000, ps.worker_index, ps.num_workers)
-            batches = BatchPlan(corpus, cfg.data, "nmt", 4, ps.worker_index).batches()
-        step_times = []
-        for _ in range(args.steps):
-            comm.Barrier()
-            t = time.perf_counter()
-            ps.step(next(batches) if batches is not None else None)
-            step_times.append(time.perf_counter() - t)
-        warm = 3
-        comm_t = np.max(np.array(comm.allgather(ps.comm_times[warm:])), axis=0)
-        upd = comm.allgather(ps.server_compute_times[warm:])
-        upd_med = float(np.median([np.median(u) for u in upd if u]))
-        step_t = np.max(np.array(comm.allgather(step_times[warm:])), axis=0)
-        info = ps.info()
-        pred = predict(ps.servers, ps.workers, info["bytes_per_server"], alpha, beta)
-        rows.append({"placement": placement, "servers": servers, "workers": ps.num_workers,
-                     "comm_median_s": float(np.median(comm_t)), "predicted_s": pred,
-                     "measured_over_predicted": float(np.median(comm_t)) / pred,
-                     "server_update_median_s": upd_med,
-                     "step_median_s": float(np.median(step_t)),
-                     "bytes_per_server": info["bytes_per_server"]})
-
-    # Horovod allreduce of the same bytes (one flat fp32 tensor: what fusion would build).
-    # Horovod starts only now: a ps run never starts it, and its background thread would
-    # compete with the parameter server's ranks for the cores.
-    init_horovod({})
-    import horovod.torch as hvd
-
-    flat = torch.zeros(model_bytes // 4)
-    for _ in range(3):
-        hvd.allreduce_(flat, op=hvd.Sum, name="bench.flat")
-    ar = []
-    for _ in range(args.steps):
-        comm.Barrier()
-        t = time.perf_counter()
-        hvd.allreduce_(flat, op=hvd.Sum, name="bench.flat")
-        ar.append(time.perf_counter() - t)
-    ar_t = float(np.median(np.max(np.array(comm.allgather(ar)), axis=0)))
+    rows = [ps_row(placement, servers, comm, world, args.steps, alpha, beta)
+            for placement, servers in placements]
+    ar_t = horovod_allreduce_s(comm, model_bytes, args.steps)
     # Ring allreduce: 2(N-1) steps, each moving M/N bytes through every rank.
     ring_pred = 2 * (n - 1) * (alpha + model_bytes / n * beta)
     if comm.rank == 0:
@@ -149,6 +103,70 @@ def main() -> int:
                "horovod_allreduce_median_s": ar_t, "horovod_ring_predicted_s": ring_pred}
         emit(out, args.json)
     return 0
+
+
+def ps_row(placement: str, servers: int, comm: Any, world: Any, steps: int, alpha: float,
+           beta: float) -> dict[str, Any]:
+    """The ``ps`` strategy at one placement: ``steps`` steps (the first 3 not counted), its
+    measured exchange time per step next to the prediction."""
+    from hvdscale.config import load_config
+    from hvdscale.core.batching import BatchPlan
+    from hvdscale.core.data import load_corpus
+    from hvdscale.frameworks.torch import TorchAdapter
+    from hvdscale.strategies.param_server import ParameterServer
+
+    cfg = load_config(None, [*HEAVY, "strategy.name=ps", f"strategy.ps.placement={placement}",
+                             f"strategy.ps.num_servers={servers}"])
+    ps = ParameterServer(cfg.strategy.ps, world)
+    adapter = TorchAdapter(cfg.model, cfg.optim, 40000, 40000)
+    ps.setup(adapter)
+    batches = None
+    if ps.computes:
+        corpus = load_corpus(cfg.data, "nmt", 40000, 40000, ps.worker_index, ps.num_workers)
+        batches = BatchPlan(corpus, cfg.data, "nmt", 4, ps.worker_index).batches()
+    step_times = []
+    for _ in range(steps):
+        comm.Barrier()
+        t = time.perf_counter()
+        ps.step(next(batches) if batches is not None else None)
+        step_times.append(time.perf_counter() - t)
+    warm = 3
+    comm_t = np.max(np.array(comm.allgather(ps.comm_times[warm:])), axis=0)
+    upd = comm.allgather(ps.server_compute_times[warm:])
+    upd_med = float(np.median([np.median(u) for u in upd if u]))
+    step_t = np.max(np.array(comm.allgather(step_times[warm:])), axis=0)
+    info = ps.info()
+    pred = predict(ps.servers, ps.workers, info["bytes_per_server"], alpha, beta)
+    return {"placement": placement, "servers": servers, "workers": ps.num_workers,
+            "comm_median_s": float(np.median(comm_t)), "predicted_s": pred,
+            "measured_over_predicted": float(np.median(comm_t)) / pred,
+            "server_update_median_s": upd_med,
+            "step_median_s": float(np.median(step_t)),
+            "bytes_per_server": info["bytes_per_server"]}
+
+
+def horovod_allreduce_s(comm: Any, model_bytes: int, steps: int) -> float:
+    """Horovod's allreduce of ``model_bytes`` (one flat fp32 tensor: what fusion would build):
+    median over ``steps`` repeats of the slowest rank's time."""
+    import torch
+
+    from hvdscale.core.world import init_horovod
+
+    # Horovod starts only now: a ps run never starts it, and its background thread would
+    # compete with the parameter server's ranks for the cores.
+    init_horovod({}, "horovod.torch")
+    import horovod.torch as hvd
+
+    flat = torch.zeros(model_bytes // 4)
+    for _ in range(3):
+        hvd.allreduce_(flat, op=hvd.Sum, name="bench.flat")
+    ar = []
+    for _ in range(steps):
+        comm.Barrier()
+        t = time.perf_counter()
+        hvd.allreduce_(flat, op=hvd.Sum, name="bench.flat")
+        ar.append(time.perf_counter() - t)
+    return float(np.median(np.max(np.array(comm.allgather(ar)), axis=0)))
 
 
 if __name__ == "__main__":

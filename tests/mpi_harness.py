@@ -19,6 +19,7 @@ import tempfile
 import pytest
 
 from hvdscale.core.world import HorovodWorld, MPIWorld, World, init_horovod, is_gloo_launch
+from hvdscale.frameworks import load_framework
 
 TEST_TIMEOUT_S = float(os.environ.get("HVDSCALE_TEST_TIMEOUT", "120"))
 # The framework whose Horovod integration this session starts (one runtime per process):
@@ -51,8 +52,10 @@ def _fw_tag() -> str:
 def pytest_configure(config: pytest.Config) -> None:
     global _WORLD
     if is_gloo_launch():
-        init_horovod({}, FRAMEWORK)  # hvd: no MPI job under --gloo: Horovod is the only channel
-        _WORLD = HorovodWorld(FRAMEWORK)
+        # hvd: no MPI job under --gloo: Horovod is the only channel
+        horovod = load_framework(FRAMEWORK).HOROVOD
+        init_horovod({}, horovod.module)  # hvd:
+        _WORLD = HorovodWorld(horovod)
     else:
         _WORLD = MPIWorld()
     reports = os.environ.get("HVDSCALE_TEST_REPORTS")
@@ -113,7 +116,7 @@ def comm_world() -> World:
 def hvd() -> object:
     """The session framework's Horovod (``horovod.torch`` or ``horovod.tensorflow``),
     initialised once (over MPI unless --gloo)."""
-    return init_horovod({}, FRAMEWORK)
+    return init_horovod({}, load_framework(FRAMEWORK).HOROVOD.module)
 
 
 needs_mpi = pytest.mark.skipif(is_gloo_launch(),

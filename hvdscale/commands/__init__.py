@@ -1,1 +1,23 @@
-"""One module per ``hvdscale`` subcommand: its parser and its handler."""
+"""One module per ``hvdscale`` subcommand: its parser and its handler.
+
+Each module has ``NAME``, ``add_parser(subparsers)`` and ``handle(args) -> int``; ``COMMANDS``
+is their order in ``hvdscale --help``.
+"""
+
+from hvdscale.commands import (
+    batch,
+    commbench,
+    config,
+    fusion,
+    gemm,
+    hostfile,
+    predict,
+    profile,
+    report,
+    run,
+    sweep,
+    timeline,
+)
+
+COMMANDS = (run, config, sweep, fusion, timeline, hostfile, gemm, profile, batch, commbench,
+            predict, report)

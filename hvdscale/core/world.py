@@ -7,9 +7,10 @@ Two backends answer the same questions:
 * ``HorovodWorld`` over Horovod's own collectives: ``horovodrun --gloo`` starts processes with no
   MPI job behind them (mpi4py would see N singletons), so Horovod is the only channel there.
 
-Horovod is started once per process, through the integration of the framework in use
-(``horovod.torch`` or ``horovod.tensorflow``): each integration loads its own copy of Horovod's
-runtime, so touching the other one would start a second runtime (and import its framework).
+Horovod is started once per process, through the integration of the framework in use (its
+package's ``HOROVOD`` collectives name the module, e.g. ``horovod.torch``): each integration
+loads its own copy of Horovod's runtime, so touching another would start a second runtime (and
+import its framework). Nothing here names a framework.
 
 The harness's collectives (barrier around the timed window, gathering timings, summing token
 counts) are off the hot path; the strategies bring their own communication.
@@ -20,7 +21,8 @@ from __future__ import annotations
 import importlib
 import os
 import socket
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -105,12 +107,29 @@ class MPIWorld(World):
         return self.comm.bcast(obj, root=root)
 
 
-HOROVOD_MODULES = {"torch": "horovod.torch", "tf": "horovod.tensorflow"}
+SUM_NAME = "hvdscale.world.sum"
+"""The Horovod request name of the harness's sums (and of a barrier made of one)."""
 
 
-def horovod_module(framework: str) -> Any:
-    """The Horovod integration of ``framework`` (``torch`` or ``tf``)."""
-    return importlib.import_module(HOROVOD_MODULES[framework])  # hvd:
+class HorovodCollectives(Protocol):
+    """What ``HorovodWorld`` needs of one framework's Horovod integration; each framework
+    package provides one as its ``HOROVOD`` hook."""
+
+    module: str
+    """The integration's module (e.g. ``horovod.torch``), which ``init_horovod`` starts."""
+
+    def barrier(self) -> None:
+        """Wait until every rank has called this."""
+        ...
+
+    def allreduce_sum(self, values: np.ndarray, name: str) -> np.ndarray:
+        """Elementwise sum of a contiguous float64 array over all ranks, as request ``name``."""
+        ...
+
+    def allreduce_op(self, nbytes: int, name: str) -> Callable[[], object]:
+        """One in-place float32 sum-allreduce of ``nbytes`` bytes as request ``name``, ready to
+        call again and again (what ``hvdscale commbench`` times)."""
+        ...
 
 
 class HorovodWorld(World):
@@ -118,31 +137,20 @@ class HorovodWorld(World):
 
     backend = "horovod"
 
-    def __init__(self, framework: str) -> None:
-        self.framework = framework
-        self.hvd = hvd = horovod_module(framework)
+    def __init__(self, horovod: HorovodCollectives) -> None:
+        self.collectives = horovod
+        self.hvd = hvd = importlib.import_module(horovod.module)  # hvd:
         self.rank = hvd.rank()
         self.size = hvd.size()
         self.local_rank = hvd.local_rank()
         self.local_size = hvd.local_size()
 
     def barrier(self) -> None:
-        if self.framework == "torch":
-            self.hvd.barrier()  # hvd:
-        else:  # horovod.tensorflow has no barrier: a one-element allreduce is one
-            self.allreduce_sum(np.zeros(1))
+        self.collectives.barrier()  # hvd:
 
     def allreduce_sum(self, values: np.ndarray) -> np.ndarray:
         arr = np.ascontiguousarray(values, dtype=np.float64)
-        name = "hvdscale.world.sum"
-        if self.framework == "torch":
-            import torch
-
-            return self.hvd.allreduce(torch.from_numpy(arr), op=self.hvd.Sum,  # hvd:
-                                      name=name).numpy()
-        import tensorflow as tf
-
-        return self.hvd.allreduce(tf.constant(arr), op=self.hvd.Sum, name=name).numpy()  # hvd:
+        return self.collectives.allreduce_sum(arr, SUM_NAME)  # hvd:
 
     def allgather(self, obj: Any) -> list[Any]:
         # Explicit names: Horovod's default is type(obj).__name__, which can differ by rank.
@@ -153,14 +161,15 @@ class HorovodWorld(World):
                                          name="hvdscale.world.bcast")
 
 
-def init_horovod(env: dict[str, str], framework: str = "torch") -> Any:
-    """Export Horovod settings, then ``hvd.init()`` of ``framework``'s integration, once.
+def init_horovod(env: dict[str, str], module: str) -> Any:
+    """Export Horovod settings, then ``hvd.init()`` of the integration ``module``, once.
 
+    ``module`` is a framework's Horovod integration (``horovod.torch``, its ``HOROVOD.module``).
     Settings are read once, at init, so they must be in the environment first. Returns the
     initialised Horovod module.
     """
     os.environ.update(env)
-    hvd = horovod_module(framework)
+    hvd = importlib.import_module(module)  # hvd:
     if hvd.is_initialized():
         return hvd
     if is_gloo_launch():
@@ -172,10 +181,10 @@ def init_horovod(env: dict[str, str], framework: str = "torch") -> Any:
     return hvd
 
 
-def make_world(use_horovod: bool, framework: str = "torch") -> World:
+def make_world(use_horovod: bool, horovod: HorovodCollectives) -> World:
     """The world for this launch: Horovod's when it is the only channel or the strategy's."""
     if is_gloo_launch() or use_horovod:
-        return HorovodWorld(framework)
+        return HorovodWorld(horovod)
     return MPIWorld()
 
 

@@ -6,9 +6,12 @@ TensorFlow run never imports torch and a PyTorch run never imports tensorflow.
 Adding a framework (the checklist; ``tests/unit/test_frameworks.py`` checks every registered
 framework provides every hook):
 
-1. ``hvdscale/frameworks/<name>/``: an adapter implementing ``hvdscale.strategies.base.Adapter``
-   and the module-level hooks of ``hvdscale.frameworks.base.Framework`` in the package's
-   ``__init__``;
+1. ``hvdscale/frameworks/<name>/``: an adapter implementing ``hvdscale.strategies.base.Adapter``,
+   a ``horovod`` module (a ``hvdscale.strategies.horovod.HorovodBase`` subclass and the
+   ``hvdscale.core.world.HorovodCollectives`` of the framework's Horovod integration), and the
+   module-level hooks of ``hvdscale.frameworks.base.Framework`` in the package's ``__init__``,
+   a ``gemm`` module (``backend(threads)``: the RNN GEMMs for ``hvdscale gemm``) and a
+   ``profile`` module (``profile_steps``: op and kernel counts for ``hvdscale profile``);
 2. ``models/<name>/``: the seq2seq and LM models with the shared parameter order;
 3. one entry in ``hvdscale.registry.FRAMEWORKS``.
 """
@@ -18,7 +21,7 @@ from __future__ import annotations
 import importlib
 
 from hvdscale.frameworks.base import Framework
-from hvdscale.registry import FRAMEWORKS, check_framework
+from hvdscale.registry import check_framework
 
 
 def load_framework(name: str) -> Framework:
@@ -27,4 +30,4 @@ def load_framework(name: str) -> Framework:
     return importlib.import_module(f"hvdscale.frameworks.{name}")  # type: ignore[return-value]
 
 
-__all__ = ["FRAMEWORKS", "Framework", "load_framework"]
+__all__ = ["Framework", "load_framework"]

@@ -1,21 +1,39 @@
 """What a framework package provides (``Framework``): the hooks the runner and the study tools
 call by name on ``hvdscale.frameworks.<name>``. The adapter protocol those hooks return is
-``hvdscale.strategies.base.Adapter``."""
+``hvdscale.strategies.base.Adapter``; the Horovod collectives protocol is
+``hvdscale.core.world.HorovodCollectives``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
+from hvdscale.config import HorovodConfig
 from hvdscale.core.device import Placement
-from hvdscale.strategies.base import Adapter
+from hvdscale.core.world import HorovodCollectives
+from hvdscale.strategies.base import Adapter, Strategy
 
 
 class Framework(Protocol):
-    """What a framework module (``hvdscale.frameworks.torch`` / ``.tf``) provides."""
+    """What a framework module (``hvdscale.frameworks.torch`` / ``.tf``) provides.
+
+    ``tests/unit/test_frameworks.py`` reads these members and checks every registered framework
+    has each, so a hook added here is checked everywhere."""
 
     FRAMEWORK: str
+    """The framework's name in ``hvdscale.registry.FRAMEWORKS`` (and in configs and records)."""
 
-    def set_threads(self, intra: int, inter: int) -> None: ...
+    HOROVOD: HorovodCollectives
+    """The framework's Horovod integration as the harness's world uses it: the module
+    ``init_horovod`` starts (e.g. ``horovod.torch``), a barrier, and a sum over the ranks."""
+
+    HorovodStrategy: Callable[[HorovodConfig], Strategy]
+    """The Horovod strategy class, built on the framework's own Horovod integration;
+    ``hvdscale.strategies.make_strategy`` builds it for ``strategy.name=horovod``."""
+
+    def set_threads(self, intra: int, inter: int) -> None:
+        """Size the framework's intra-op and inter-op thread pools, before its first op."""
+        ...
 
     def gpu_count(self) -> int:
         """GPUs this process sees, without creating a device context."""
@@ -30,4 +48,16 @@ class Framework(Protocol):
         ...
 
     def make_adapter(self, model_cfg: object, optim_cfg: object, src_vocab: int,
-                     tgt_vocab: int, placement: Placement = ...) -> Adapter: ...
+                     tgt_vocab: int, placement: Placement = ...) -> Adapter:
+        """The run's model and optimizer (``model_cfg``, ``optim_cfg``) for these vocabulary
+        sizes, placed on ``placement`` (the CPU when not given), behind the adapter
+        protocol."""
+        ...
+
+    def tensor_sizes(self, model_cfg: object, src_vocab: int,
+                     tgt_vocab: int) -> list[tuple[str, int]]:
+        """(dotted name, element count) of each trainable parameter tensor of the model
+        ``model_cfg`` describes at these vocabulary sizes, in flat-buffer order (the order
+        gradients are laid out and reduced in): the layout alone, for the study tools
+        (``predict``'s gradient bytes), without making an adapter or an optimizer."""
+        ...

@@ -187,6 +187,90 @@ def fused_buffers(intervals: list[_Interval], sizes: dict[str, int]) -> list[dic
             for grp in groups]
 
 
+_Window = tuple[float, float, float, float]
+"""One captured step in us since the timeline's start: start, backward start, backward end, end
+(the backward pair NaN when unknown, the end inf for the last step without marks)."""
+
+
+def _tensor_sizes(intervals: list[_Interval]) -> dict[str, int]:
+    """Bytes of each tensor, from the dtype and shape its top-level end event carries."""
+    sizes: dict[str, int] = {}
+    for iv in intervals:
+        if iv.name == "ALLREDUCE" or iv.args.get("shape"):
+            b = _tensor_bytes(iv.args)
+            if b is not None:
+                sizes[iv.tensor] = b
+    return sizes
+
+
+def _step_windows(intervals: list[_Interval], marks: list[dict[str, float]] | None,
+                  epoch_us: float, path: Path) -> list[_Window]:
+    """The captured steps: from the marks, else one per token-count allreduce (to the next)."""
+    if marks:
+        if math.isnan(epoch_us):
+            raise TimelineError(f"Horovod timeline {path} is malformed: no "
+                                "start_time_since_epoch_in_micros to line steps up with")
+        return [tuple((m[k] * 1e6 - epoch_us) for k in  # type: ignore[misc]
+                      ("start", "backward_start", "backward_end", "end")) for m in marks]
+    starts = sorted(iv.start for iv in intervals
+                    if iv.name == "NEGOTIATE_ALLREDUCE"
+                    and "hvdscale.tokens" in iv.tensor.replace("_", "."))
+    ends = [*starts[1:], math.inf]
+    return [(a, math.nan, math.nan, b) for a, b in zip(starts, ends, strict=True)]
+
+
+def _step_summary(window: _Window, grad: list[_Interval],
+                  buffers: list[dict[str, Any]]) -> dict[str, Any]:
+    """One step: time per phase, the fused buffers that started in it, overlap with backward."""
+    w0, b0, b1, w1 = window
+    in_step = [iv for iv in grad if w0 <= iv.start < w1]
+    per: dict[str, float] = {}
+    for phase in PHASES:
+        names = ALLREDUCE_ACTIVITIES if phase == "ALLREDUCE_OP" else (phase,)
+        per[phase] = _union_ms([(iv.start, iv.end) for iv in in_step if iv.name in names])
+    bufs = [b for b in buffers if w0 <= b["start"] < w1]
+    ar = [(b["start"], b["end"]) for b in bufs]
+    step = {"step_ms": (w1 - w0) / 1e3 if math.isfinite(w1) else None,
+            "phases_ms": per,
+            "fused_buffers": len(bufs),
+            "buffer_bytes": [b["bytes"] for b in bufs],
+            "tensors_per_buffer": [len(b["tensors"]) for b in bufs],
+            "allreduce_ms": _union_ms(ar)}
+    if math.isfinite(b0) and math.isfinite(b1):
+        step["backward_ms"] = (b1 - b0) / 1e3
+        step["allreduce_during_backward_ms"] = _union_ms(ar, b0, b1)
+        step["allreduce_after_backward_ms"] = _union_ms(ar, b1, w1)
+        # From the end of backward to the end of the last allreduce of the step: what the
+        # step waited for communication (negotiation, copies, the reduction itself).
+        last = max((b["end"] for b in bufs), default=b1)
+        step["wait_after_backward_ms"] = max(0.0, (last - b1) / 1e3)
+    return step
+
+
+def _step_medians(steps: list[dict[str, Any]]) -> dict[str, float | None]:
+    """The median over the steps of each per-step figure (None where no step has it)."""
+    def med(key: str) -> float | None:
+        vals = [s[key] for s in steps if s.get(key) is not None]
+        return float(np.median(vals)) if vals else None
+
+    return {"fused_buffers": med("fused_buffers"), "allreduce_ms": med("allreduce_ms"),
+            "backward_ms": med("backward_ms"),
+            "allreduce_during_backward_ms": med("allreduce_during_backward_ms"),
+            "wait_after_backward_ms": med("wait_after_backward_ms"),
+            "step_ms": med("step_ms"),
+            **{f"{ph}_ms": (float(np.median([s["phases_ms"][ph] for s in steps]))
+                            if steps else None) for ph in PHASES}}
+
+
+def _buffer_stats(buffers: list[dict[str, Any]]) -> dict[str, Any]:
+    """Count and sizes of the fused buffers of the whole capture."""
+    all_sizes = [b["bytes"] for b in buffers]
+    return {"count": len(buffers), "max_bytes": max(all_sizes, default=0),
+            "min_bytes": min(all_sizes, default=0),
+            "median_bytes": float(np.median(all_sizes)) if all_sizes else 0.0,
+            "max_tensors": max((len(b["tensors"]) for b in buffers), default=0)}
+
+
 def summarize_timeline(path: str | Path, marks: list[dict[str, float]] | None = None
                        ) -> dict[str, Any]:
     """Per-step summary of a Horovod timeline: time per phase, fused buffers, overlap.
@@ -207,79 +291,19 @@ def summarize_timeline(path: str | Path, marks: list[dict[str, float]] | None = 
     p = Path(path)
     events = load_timeline(p)
     intervals, epoch_us, cycles, ready = _intervals(events, p)
-    sizes: dict[str, int] = {}
-    for iv in intervals:
-        if iv.name == "ALLREDUCE" or iv.args.get("shape"):
-            b = _tensor_bytes(iv.args)
-            if b is not None:
-                sizes[iv.tensor] = b
-    buffers = [b for b in fused_buffers(intervals, sizes)
+    buffers = [b for b in fused_buffers(intervals, _tensor_sizes(intervals))
                if any(_is_gradient(t) for t in b["tensors"])]
-
-    windows: list[tuple[float, float, float, float]] = []
-    if marks:
-        if math.isnan(epoch_us):
-            raise TimelineError(f"Horovod timeline {p} is malformed: no "
-                                "start_time_since_epoch_in_micros to line steps up with")
-        for m in marks:
-            windows.append(tuple((m[k] * 1e6 - epoch_us) for k in  # type: ignore[misc]
-                                 ("start", "backward_start", "backward_end", "end")))
-    else:
-        starts = sorted(iv.start for iv in intervals
-                        if iv.name == "NEGOTIATE_ALLREDUCE"
-                        and "hvdscale.tokens" in iv.tensor.replace("_", "."))
-        ends = [*starts[1:], math.inf]
-        windows = [(a, math.nan, math.nan, b) for a, b in zip(starts, ends, strict=True)]
-
+    windows = _step_windows(intervals, marks, epoch_us, p)
     grad = [iv for iv in intervals if _is_gradient(iv.tensor)]
-    steps = []
-    for w0, b0, b1, w1 in windows:
-        in_step = [iv for iv in grad if w0 <= iv.start < w1]
-        per: dict[str, float] = {}
-        for phase in PHASES:
-            names = ALLREDUCE_ACTIVITIES if phase == "ALLREDUCE_OP" else (phase,)
-            per[phase] = _union_ms([(iv.start, iv.end) for iv in in_step if iv.name in names])
-        bufs = [b for b in buffers if w0 <= b["start"] < w1]
-        ar = [(b["start"], b["end"]) for b in bufs]
-        step = {"step_ms": (w1 - w0) / 1e3 if math.isfinite(w1) else None,
-                "phases_ms": per,
-                "fused_buffers": len(bufs),
-                "buffer_bytes": [b["bytes"] for b in bufs],
-                "tensors_per_buffer": [len(b["tensors"]) for b in bufs],
-                "allreduce_ms": _union_ms(ar)}
-        if math.isfinite(b0) and math.isfinite(b1):
-            step["backward_ms"] = (b1 - b0) / 1e3
-            step["allreduce_during_backward_ms"] = _union_ms(ar, b0, b1)
-            step["allreduce_after_backward_ms"] = _union_ms(ar, b1, w1)
-            # From the end of backward to the end of the last allreduce of the step: what the
-            # step waited for communication (negotiation, copies, the reduction itself).
-            last = max((b["end"] for b in bufs), default=b1)
-            step["wait_after_backward_ms"] = max(0.0, (last - b1) / 1e3)
-        steps.append(step)
-
-    def med(key: str) -> float | None:
-        vals = [s[key] for s in steps if s.get(key) is not None]
-        return float(np.median(vals)) if vals else None
-
+    steps = [_step_summary(w, grad, buffers) for w in windows]
     gaps = np.diff(sorted(cycles)) / 1e3 if len(cycles) > 1 else np.array([])
-    all_sizes = [b["bytes"] for b in buffers]
-    ops = sorted({b["op"] for b in buffers})
     return {
         "file": str(p),
         "steps": steps,
-        "median": {"fused_buffers": med("fused_buffers"), "allreduce_ms": med("allreduce_ms"),
-                   "backward_ms": med("backward_ms"),
-                   "allreduce_during_backward_ms": med("allreduce_during_backward_ms"),
-                   "wait_after_backward_ms": med("wait_after_backward_ms"),
-                   "step_ms": med("step_ms"),
-                   **{f"{ph}_ms": (float(np.median([s["phases_ms"][ph] for s in steps]))
-                                   if steps else None) for ph in PHASES}},
-        "buffers": {"count": len(buffers), "max_bytes": max(all_sizes, default=0),
-                    "min_bytes": min(all_sizes, default=0),
-                    "median_bytes": float(np.median(all_sizes)) if all_sizes else 0.0,
-                    "max_tensors": max((len(b["tensors"]) for b in buffers), default=0)},
+        "median": _step_medians(steps),
+        "buffers": _buffer_stats(buffers),
         "gradient_tensors": len({iv.tensor for iv in grad if iv.name == "ALLREDUCE"}),
-        "allreduce_ops": ops,
+        "allreduce_ops": sorted({b["op"] for b in buffers}),
         "cycles": {"count": len(cycles),
                    "median_gap_ms": float(np.median(gaps)) if gaps.size else None},
         "ranks_seen_ready": sorted({r for v in ready.values() for _, r in v}),

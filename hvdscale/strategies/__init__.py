@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
-from hvdscale.config import StrategyConfig
+from collections.abc import Callable
+
+from hvdscale.config import HorovodConfig, StrategyConfig
 from hvdscale.strategies.base import Strategy
 
 
-def make_strategy(cfg: StrategyConfig, framework: str, world: object) -> Strategy:
-    """The strategy ``cfg.name`` for ``framework``; each reads only its own config section.
+def make_strategy(cfg: StrategyConfig, world: object,
+                  horovod: Callable[[HorovodConfig], Strategy]) -> Strategy:
+    """The strategy ``cfg.name``; each reads only its own config section.
 
     ``ps`` and ``independent`` are written once against the adapter protocol; Horovod plugs
-    into each framework's own integration, so it has one class per framework.
+    into each framework's own integration, so the framework in use passes its Horovod strategy
+    class (its package's ``HorovodStrategy`` hook) as ``horovod``.
     """
     if cfg.name == "independent":
         from hvdscale.strategies.independent import Independent
 
         return Independent()
     if cfg.name == "horovod":
-        from hvdscale.strategies.horovod import HOROVOD_STRATEGIES
-
-        return HOROVOD_STRATEGIES[framework](cfg.horovod)
+        return horovod(cfg.horovod)
     if cfg.name == "ps":
         from hvdscale.strategies.param_server import ParameterServer
 

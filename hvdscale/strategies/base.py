@@ -48,7 +48,7 @@ class Adapter(Protocol):
     """One framework's model and optimizer, as every strategy and the runner see them."""
 
     framework: str
-    """``torch`` or ``tf``."""
+    """Its framework's name (one of ``hvdscale.registry.FRAMEWORKS``)."""
     num_params: int
     """Parameter count (elements of the flat buffers)."""
     compute_s: float

@@ -1,33 +1,28 @@
-"""Horovod allreduce through each framework's own integration: ``hvd.DistributedOptimizer`` for
-PyTorch (``HorovodTorch``), ``hvd.DistributedGradientTape`` inside the traced train step for
-TensorFlow (``HorovodTF``).
+"""Horovod's strategy, the parts no framework changes: its settings as HOROVOD_* variables, its
+start-up, what it put in force, the timeline window and the strategy facts of the record.
+
+Each framework plugs the allreduce into its own Horovod integration, in a subclass of
+``HorovodBase`` in its package: ``hvdscale.frameworks.torch.horovod.HorovodTorch``
+(``hvd.DistributedOptimizer``) and ``hvdscale.frameworks.tf.horovod.HorovodTF``
+(``hvd.DistributedGradientTape`` inside the traced train step). Nothing here imports a framework.
 
 Token-weighted and exact: each rank backpropagates its summed token loss scaled by
 1/global_tokens (op=sum) or size/global_tokens (op=average, which divides by size again), so the
 allreduced gradient is what one process computes on the union of the ranks' batches, however
-uneven they are. With PyTorch the global token count is allreduced asynchronously, overlapping
-the forward.
+uneven they are.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
+from typing import Any
 
 from hvdscale.config import HorovodConfig
-from hvdscale.core.data import Batch
 from hvdscale.core.device import CPU
+from hvdscale.core.world import World, init_horovod
 from hvdscale.errors import HvdscaleError
 from hvdscale.strategies.base import Strategy
-
-if TYPE_CHECKING:
-    from hvdscale.frameworks.tf import TFAdapter
-    from hvdscale.frameworks.torch import TorchAdapter
-
 
 HOROVOD_DEFAULTS = {"fusion_threshold_bytes": 128 * 1024 * 1024, "cycle_time_ms": 1.0,
                     "cache_capacity": 1024}
@@ -144,6 +139,38 @@ def in_force(env: dict[str, str], local_size: int, hosts: int, gpu_allreduce: bo
     }
 
 
+def start_horovod(cfg: HorovodConfig, module: str, out_dir: str | Path, run_id: str,
+                  local_size: int) -> tuple[HorovodConfig, dict[str, str]]:
+    """Start Horovod's integration ``module`` (e.g. ``horovod.torch``) with ``cfg`` in force.
+
+    Checks the thread affinity against the ranks on this host, makes ``auto`` output paths
+    concrete for ``run_id`` in ``out_dir``, exports the settings and initialises Horovod.
+    Returns the config with its paths resolved and the HOROVOD_* variables exported.
+
+    Raises:
+        HvdscaleError: fewer affinity cores than local ranks, or an output path Horovod could
+            not write.
+    """
+    affinity = cfg.thread_affinity
+    if affinity and len(affinity) < local_size:
+        raise HvdscaleError(f"strategy.horovod.thread_affinity lists {len(affinity)} cores "
+                            f"but {local_size} ranks run on this host: give one per rank")
+    cfg = resolve_outputs(cfg, out_dir, run_id)
+    env = horovod_env(cfg, cfg.timeline, cfg.autotune_log)
+    # hvd: settings exported first, read once at init; the framework's own integration
+    init_horovod(env, module)
+    return cfg, env
+
+
+def horovod_in_force(world: World) -> dict[str, Any]:
+    """The record's ``horovod_used``: what each rank's Horovod read at init (its own
+    environment), what follows from it, and whether that is the same on every rank."""
+    envs = world.allgather(horovod_env_now())
+    per_rank = [in_force(e, world.local_size, world.cross_size) for e in envs]
+    return {"env_per_rank": envs, "in_force_per_rank": per_rank,
+            "same_on_every_rank": all(f == per_rank[0] for f in per_rank)}
+
+
 class TimelineCapture:
     """Horovod's timeline over a window of steps, and when each step's backward ran.
 
@@ -214,53 +241,21 @@ def _check_writable_file(key: str, path: str) -> None:
         raise HvdscaleError(f"{key}={path} cannot be written (permissions)")
 
 
-class HorovodTorch(Strategy):
-    """Horovod for the PyTorch adapter, with two ways of overlapping communication.
-
-    ``hooks``: ``hvd.DistributedOptimizer`` allreduces each gradient from its backward hook
-    (grouped into ``num_groups`` requests if set). ``after-backward``: one allreduce (one
-    grouped request of ``num_groups`` slices) of the adapter's flat gradient buffer after
-    backward, then the plain optimizer step.
+class HorovodBase(Strategy):
+    """Horovod in every framework: the op and compression the config picks, the timeline window
+    and the record's facts. A framework's subclass passes its own integration's module
+    (``horovod.torch``, ``horovod.tensorflow``) and plugs the allreduce into its train step.
     """
 
     name = "horovod"
-    adapter: TorchAdapter
 
-    def __init__(self, cfg: HorovodConfig) -> None:
-        import horovod.torch as hvd  # hvd:
-
+    def __init__(self, hvd: Any, cfg: HorovodConfig) -> None:
         self.hvd = hvd
         self.cfg = cfg
         self.op = hvd.Sum if cfg.op == "sum" else hvd.Average  # hvd:
         self.compression = hvd.Compression.fp16 if cfg.compression == "fp16" else \
             hvd.Compression.none
-        self.state_broadcast = False
         self.timeline = TimelineCapture(hvd, cfg)
-
-    def setup(self, adapter: TorchAdapter) -> None:  # type: ignore[override]
-        import torch
-
-        hvd = self.hvd
-        super().setup(adapter)
-        model, opt = adapter.model, adapter.optimizer
-        hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # hvd:
-        # A fresh optimizer has empty state on every rank and Horovod's broadcast would take a
-        # dummy step to create it (advancing Adam's step count): broadcast only real state.
-        n_state = torch.tensor([len(opt.state_dict()["state"])], dtype=torch.float64)
-        if float(hvd.allreduce(n_state, op=hvd.Sum, name="hvdscale.optstate")) > 0:  # hvd:
-            hvd.broadcast_optimizer_state(opt, root_rank=0)  # hvd:
-            adapter.restore_grad_views()
-            self.state_broadcast = True
-        if self.cfg.overlap == "hooks":
-            self.optimizer = hvd.DistributedOptimizer(  # hvd:
-                opt, named_parameters=model.named_parameters(), compression=self.compression,
-                op=self.op, groups=self.cfg.num_groups or None)
-        else:
-            self.optimizer = opt
-            # Views into the flat buffer: the allreduce works in place, no copies.
-            n = max(1, min(self.cfg.num_groups, adapter.num_params))
-            self.slices = list(torch.tensor_split(adapter.flat_grads, n))
-        self.size = hvd.size()
 
     def trace_plan(self, window_steps: int, endless: bool) -> int:
         return self.timeline.plan(window_steps, endless)
@@ -268,206 +263,20 @@ class HorovodTorch(Strategy):
     def before_step(self, step: int) -> None:
         self.timeline.before_step(step)
 
-    def step(self, batch: Batch | None) -> float:
-        import torch
-
-        hvd = self.hvd
-        t_start = time.time()
-        own_tokens = float(batch.loss_tokens) if batch is not None else 0.0
-        tokens = torch.tensor([own_tokens], dtype=torch.float64)
-        handle = hvd.allreduce_async(tokens, op=hvd.Sum, name="hvdscale.tokens")  # hvd:
-        if batch is None:
-            return self._idle_step(handle)
-        numerator = float(self.size) if self.op == hvd.Average else 1.0
-        t_bwd = [0.0]
-
-        def scale() -> float:
-            with self.communicating():
-                factor = numerator / float(hvd.synchronize(handle))  # hvd:
-            t_bwd[0] = time.time()  # backward starts as soon as this returns
-            return factor
-
-        self.adapter.zero_grad()
-        loss = self.adapter.forward_backward(batch, scale)
-        t_bwd_end = time.time()
-        self._update()
-        self.timeline.mark(start=t_start, backward_start=t_bwd[0], backward_end=t_bwd_end,
-                           end=time.time())
-        return loss
-
-    def _allreduce_flat(self) -> None:
-        """``after-backward``: the flat gradient buffer in one (grouped) request, in place."""
-        hvd = self.hvd
-        pairs = [self.compression.compress(t) for t in self.slices]
-        wire = [w for w, _ in pairs]
-        if len(wire) == 1:
-            out = [hvd.allreduce_(wire[0], op=self.op, name="hvdscale.grads")]  # hvd:
-        else:
-            out = hvd.grouped_allreduce_(wire, op=self.op, name="hvdscale.grads")  # hvd:
-        if self.cfg.compression != "none":
-            for view, o, (_, ctx) in zip(self.slices, out, pairs, strict=True):
-                view.copy_(self.compression.decompress(o, ctx))
-
-    def _update(self) -> None:
-        """Wait for (or run) the gradient allreduce, then update."""
-        with self.communicating():
-            if self.cfg.overlap == "after-backward":
-                self._allreduce_flat()
-            self.optimizer.step()  # hvd: (hooks: DistributedOptimizer waits for the hooks' work)
-        if self.cfg.compression != "none":
-            # Decompression swaps each .grad's storage (grad.set_) for the decompressed tensor;
-            # its values are spent by the step above, so point .grad back into the flat buffer.
-            self.adapter.restore_grad_views()
-
-    def _idle_step(self, tokens_handle: Any) -> float:
-        """Take part in a step without a batch: zero tokens, zero gradient.
-
-        No backward runs, so no gradient hook fires by itself: with ``hooks`` they are fired
-        here, in the optimizer's own per-parameter order, so the requests (single or grouped)
-        carry the same names as on ranks that ran backward and every allreduce completes.
-        Summing zeros is exact, and the optimizer step that follows is the same on every rank,
-        so replicas and optimizer state stay identical.
-        """
-        with self.communicating():
-            total = float(self.hvd.synchronize(tokens_handle))  # hvd:
-        self.adapter.zero_grad()
-        if total > 0:  # all ranks see the same total: with no batch anywhere, all skip
-            if self.cfg.overlap == "hooks":
-                for group in self.optimizer.param_groups:
-                    for p in group["params"]:
-                        if p.requires_grad:
-                            self.optimizer._make_hook(p)()  # hvd: as autograd would
-            self._update()  # allreduces the zero gradients, then updates
-        return 0.0
-
     def finish(self) -> None:
         self.timeline.finish(self.hvd.rank())
 
     def info(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "name": self.name, "op": self.cfg.op, "compression": self.cfg.compression,
-            "gpu_operations": gpu_operations(self.hvd, _device_kind(self.adapter)),
-            "overlap": self.cfg.overlap, "num_groups": self.cfg.num_groups,
-            "optimizer_state_broadcast": self.state_broadcast,
-            "integration": ("DistributedOptimizer (gradient hooks)" if self.cfg.overlap == "hooks"
-                            else "one allreduce of the flat gradient buffer after backward"),
-            "embedding_grads": "dense (nn.Embedding gradients are dense)"}
+            "gpu_operations": gpu_operations(self.hvd, _device_kind(self.adapter))}
+        out.update(self.integration_info())
         out.update(_trace_info(self.cfg, self.timeline))
         return out
 
-
-class HorovodTF(Strategy):
-    """Horovod for the TensorFlow adapter: ``hvd.DistributedGradientTape`` in the train step.
-
-    ``hooks`` (the tape): the tape wrapper is traced into the adapter's train step, so each
-    gradient's allreduce is issued as soon as the backward pass produces it, inside the same
-    graph call (``num_groups`` groups them). ``after-backward``: the plain tape, then one
-    allreduce of all gradients as one flat tensor (``num_groups`` slices: one grouped
-    request). The global token count is allreduced first (eagerly; TensorFlow's graph call
-    cannot take a value that arrives during its forward pass). A rank without a batch runs the
-    same traced step on a one-sentence, two-token batch with loss scale 0: every gradient is an
-    exact zero and every allreduce the other ranks issue is matched under the same names, so
-    nothing waits and nothing changes.
-    """
-
-    name = "horovod"
-    adapter: TFAdapter
-
-    def __init__(self, cfg: HorovodConfig) -> None:
-        import horovod.tensorflow as hvd  # hvd:
-
-        self.hvd = hvd
-        self.cfg = cfg
-        self.op = hvd.Sum if cfg.op == "sum" else hvd.Average  # hvd:
-        self.size = hvd.size()
-        self.compression = hvd.Compression.fp16 if cfg.compression == "fp16" else \
-            hvd.Compression.none
-        self.timeline = TimelineCapture(hvd, cfg)
-
-    def setup(self, adapter: TFAdapter) -> None:  # type: ignore[override]
-        hvd = self.hvd
-        super().setup(adapter)
-        # Optimizer state is broadcast with the parameters: fresh state is zeros everywhere,
-        # but a restored or warm-started optimizer must start identical on every rank too.
-        hvd.broadcast_variables(adapter.variables + adapter.optimizer_variables,  # hvd:
-                                root_rank=0)
-        dense = self.cfg.embedding_grads == "dense"
-        if self.cfg.overlap == "hooks":
-            adapter.set_tape_wrapper(lambda tape: hvd.DistributedGradientTape(  # hvd:
-                tape, op=self.op, compression=self.compression, sparse_as_dense=dense,
-                num_groups=self.cfg.num_groups))
-        from hvdscale.core.data import collate
-
-        sent = np.array([4, 4], dtype=np.int64)  # the first non-special token id, twice
-        self._zero_batch = collate([sent], None if adapter.kind == "lm" else [sent],
-                                   adapter.kind)
-
-    def _reduce_flat(self, flat: Any) -> Any:
-        """``after-backward``: the flat gradient tensor in one (grouped) request (traced)."""
-        import tensorflow as tf
-
-        hvd, n = self.hvd, max(1, min(self.cfg.num_groups, self.adapter.num_params))
-        if n == 1:
-            return hvd.allreduce(flat, op=self.op, compression=self.compression,  # hvd:
-                                 name="hvdscale.grads")
-        total = self.adapter.num_params
-        sizes = [total // n + (1 if i < total % n else 0) for i in range(n)]
-        parts = hvd.grouped_allreduce(tf.split(flat, sizes), op=self.op,  # hvd:
-                                      compression=self.compression, name="hvdscale.grads")
-        return tf.concat(parts, 0)
-
-    def _global_tokens(self, own: float) -> float:
-        import tensorflow as tf
-
-        with self.communicating():
-            total = self.hvd.allreduce(tf.constant([own], tf.float64), op=self.hvd.Sum,  # hvd:
-                                       name="hvdscale.tokens")
-            return float(total.numpy()[0])
-
-    def trace_plan(self, window_steps: int, endless: bool) -> int:
-        return self.timeline.plan(window_steps, endless)
-
-    def before_step(self, step: int) -> None:
-        self.timeline.before_step(step)
-
-    def step(self, batch: Batch | None) -> float:
-        t_start = time.time()
-        total = self._global_tokens(float(batch.loss_tokens) if batch is not None else 0.0)
-        if total == 0:  # no rank has a batch: no update, as one process would do
-            return 0.0
-        numerator = float(self.size) if self.cfg.op == "average" else 1.0
-        loss = 0.0
-        self.adapter.zero_grad()
-        t_bwd = time.time()  # forward and backward are one graph call here
-        if batch is None:
-            self.adapter.forward_backward(self._zero_batch, 0.0)  # zeros, same allreduces
-        else:
-            loss = self.adapter.forward_backward(batch, numerator / total)
-        t_bwd_end = time.time()
-        if self.cfg.overlap == "after-backward":
-            with self.communicating():
-                self.adapter.reduce_grads(self._reduce_flat)
-        self.adapter.step()
-        if batch is not None:
-            self.timeline.mark(start=t_start, backward_start=t_bwd, backward_end=t_bwd_end,
-                               end=time.time())
-        return loss
-
-    def finish(self) -> None:
-        self.timeline.finish(self.hvd.rank())
-
-    def info(self) -> dict[str, Any]:
-        hooks = self.cfg.overlap == "hooks"
-        out: dict[str, Any] = {
-            "name": self.name, "op": self.cfg.op, "compression": self.cfg.compression,
-            "gpu_operations": gpu_operations(self.hvd, _device_kind(self.adapter)),
-            "embedding_grads": self.cfg.embedding_grads, "overlap": self.cfg.overlap,
-            "num_groups": self.cfg.num_groups,
-            "integration": ("DistributedGradientTape in a tf.function" if hooks
-                            else "one allreduce of the flat gradients after the train step"),
-            "compute_includes_allreduce": hooks}
-        out.update(_trace_info(self.cfg, self.timeline))
-        return out
+    def integration_info(self) -> dict[str, Any]:
+        """The framework integration's own facts for the record (after the common ones)."""
+        return {}
 
 
 def _trace_info(cfg: HorovodConfig, timeline: TimelineCapture) -> dict[str, Any]:
@@ -497,7 +306,3 @@ def gpu_operations(hvd: Any, device_kind: str) -> dict[str, Any]:
     else:
         op = "nccl" if nccl else "host copy + " + ("mpi" if hvd.mpi_enabled() else "gloo")
     return {"nccl_built": nccl, "allreduce": op, "device": device_kind}
-
-
-HOROVOD_STRATEGIES: dict[str, type[Strategy]] = {"torch": HorovodTorch, "tf": HorovodTF}
-"""Horovod's integration per framework (``make_strategy`` picks by ``framework``)."""

@@ -1,2 +1,3 @@
-"""Study tools: they launch runs and read their records (sweep, report, breakdown, predict,
-fusion, commbench, gemm, profile, batch, hostfile); nothing here runs inside a rank's step."""
+"""Study tools: they launch runs and read their records (sweep and its launcher, report with its
+points, tables and plots, breakdown, predict, fusion, commbench, gemm, profile, batch, hostfile);
+nothing here runs inside a rank's step."""

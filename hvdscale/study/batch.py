@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.config import load_config, to_dict
+from hvdscale.study.plotting import figure
 
 STRATEGY = "independent"  # one rank, no communication: compute speed only
+GEMM_REPEATS = 5  # timed repeats of each GEMM
 
 
 def layer_gflops(rows: list[dict[str, Any]], batch: int) -> float:
@@ -32,7 +34,7 @@ def layer_gflops(rows: list[dict[str, Any]], batch: int) -> float:
 
 def run_batch_sweep(config: str, batches: list[int], overrides: list[str] | None = None,
                     out: str | Path = "results", launcher: str = "mpirun",
-                    timeout_s: float = 900.0, redo: bool = False, gemm_repeats: int = 5,
+                    timeout_s: float = 900.0, redo: bool = False,
                     say: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the np=1 point of each batch size, time the GEMMs, return a ``kind: batch`` record.
 
@@ -48,10 +50,10 @@ def run_batch_sweep(config: str, batches: list[int], overrides: list[str] | None
     started = datetime.now(UTC).isoformat(timespec="seconds")
     load_before = os.getloadavg()
     # Every point is planned (so checked) before the first launch.
-    specs = [sweep.plan_sweep(config, [1], [STRATEGY], launcher=launcher, out=out,
-                              overrides=[*overrides, f"data.batch_size={b}",
-                                         f"name={cfg.name}-batch{b}"],
-                              timeout_s=timeout_s, redo=redo) for b in batches]
+    specs = [sweep.plan_sweep(sweep.SweepRequest(
+        config, [1], [STRATEGY], launcher=launcher, out=out,
+        overrides=[*overrides, f"data.batch_size={b}", f"name={cfg.name}-batch{b}"],
+        timeout_s=timeout_s, redo=redo)) for b in batches]
     points = []
     for b, spec in zip(batches, specs, strict=True):
         say(f"hvdscale batch: per-rank batch {b}, np=1")
@@ -61,7 +63,8 @@ def run_batch_sweep(config: str, batches: list[int], overrides: list[str] | None
     threads = resolve_threads(cfg.threads.intra_op, cfg.threads.inter_op, 1)[0]
     h = cfg.model.hidden_size
     say(f"hvdscale batch: GEMMs at hidden {h}, {threads} thread(s)")
-    g = gemm.run_gemm([cfg.framework], [h], batches, threads=threads, repeats=gemm_repeats)
+    g = gemm.run_gemm([cfg.framework],
+                      gemm.GemmSpec([h], batches, threads=threads, repeats=GEMM_REPEATS))
     res = g["frameworks"][0]
     return {
         "schema": 1, "kind": "batch", "status": "ok", "started": started,
@@ -113,27 +116,17 @@ def markdown(rec: dict[str, Any]) -> str:
 
 def plot(rec: dict[str, Any], out_dir: Path) -> Path:
     """words/s and the layer's GEMM GFLOP/s vs per-rank batch, both relative to the largest."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     rs = rows(rec)
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    ok = [r for r in rs if r["rel_words"] is not None]
-    ax.plot([r["batch"] for r in ok], [r["rel_words"] for r in ok], marker="o",
-            label="words/s at np=1")
-    ax.plot([r["batch"] for r in rs], [r["rel_gemm"] for r in rs], marker="s", ls="--",
-            label=f"layer GEMM GFLOP/s (hidden {rec['hidden']})")
-    ax.set(xlabel="per-rank batch", ylabel="relative to the largest batch",
-           title=f"{rec['name']}: per-rank batch vs compute speed")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
     safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in rec["name"])
     path = out_dir / f"batch_{safe}.png"
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
-    os.replace(tmp, path)
+    with figure(path, figsize=(6.5, 4.2)) as (_, ax):
+        ok = [r for r in rs if r["rel_words"] is not None]
+        ax.plot([r["batch"] for r in ok], [r["rel_words"] for r in ok], marker="o",
+                label="words/s at np=1")
+        ax.plot([r["batch"] for r in rs], [r["rel_gemm"] for r in rs], marker="s", ls="--",
+                label=f"layer GEMM GFLOP/s (hidden {rec['hidden']})")
+        ax.set(xlabel="per-rank batch", ylabel="relative to the largest batch",
+               title=f"{rec['name']}: per-rank batch vs compute speed")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
     return path

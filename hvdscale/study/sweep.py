@@ -14,13 +14,10 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,32 +27,20 @@ from hvdscale.config import STRATEGIES, RunConfig, check_launch, load_config, to
 from hvdscale.core import data
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.experiment import same_point
-from hvdscale.records.store import (
-    append_record,
-    check_writable,
-    read_records,
-    record_key,
-    results_path,
+from hvdscale.records.store import append_record, check_writable, record_key
+from hvdscale.registry import FRAMEWORKS
+from hvdscale.study.hostfile import Hostfile, write_hostfile
+from hvdscale.study.launcher import (
+    check_launcher,
+    error_summary,
+    launch_env,
+    launcher_prefix,
+    place_ranks,
+    read_out,
+    run_launch,
+    split_launcher_args,
 )
-from hvdscale.study.hostfile import Hostfile, parse_hostfile, write_hostfile
-
-LAUNCHERS = ("mpirun", "horovodrun", "srun")
-
-# What remote ranks need from the launching shell. mpirun starts remote ranks through ssh with
-# the remote login's environment, so these travel with ``-x``; horovodrun already exports the
-# whole environment and srun does by default (--export=ALL). OMPI_MCA_* need no -x: mpirun
-# forwards MCA parameters itself, and the runner sets mpi_yield_when_idle per process.
-EXPORT_VARS = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONUNBUFFERED", "VIRTUAL_ENV",
-               "PYENV_VERSION", "CONDA_PREFIX", "TF_CPP_MIN_LOG_LEVEL")
-EXPORT_PREFIXES = ("HOROVOD_", "HVDSCALE_", "NCCL_")
-
-# mpirun's and srun's closing boilerplate says nothing about why a rank failed; left out of
-# the error (srun's "task N: Killed" follows the line that says why, e.g. "Node failure on X").
-_BOILERPLATE = re.compile(
-    r"^(-{5,}|Primary job +terminated|a non-zero exit code|Per user-direction|"
-    r"mpirun (detected|noticed|has exited)|Process name:|Exit code:|\[[\w.-]+:\d+\] \d+ more|"
-    r"Set MCA parameter|srun: (error: )?(Job step aborted|.*Terminating|Force Terminated)|"
-    r"srun: error: [\w.-]+: tasks? [\d,-]+: (Killed|Terminated)$)")
+from hvdscale.study.names import parse_names
 
 
 @dataclass(frozen=True)
@@ -75,6 +60,7 @@ class Point:
 
     @property
     def label(self) -> str:
+        """``"torch horovod np=2"``: framework, name or strategy, ranks."""
         what = self.name or self.strategy
         return f"{self.cfg.framework} {what} np={self.ranks}"
 
@@ -119,10 +105,41 @@ class SweepResult:
 
     @property
     def failed(self) -> list[Outcome]:
+        """The outcomes that failed."""
         return [o for o in self.outcomes if o.status == "failed"]
 
 
 # --- parsing and planning (nothing launches here) -----------------------------------------
+
+@dataclass(frozen=True)
+class SweepRequest:
+    """A sweep as asked for (``hvdscale sweep``'s options), before :func:`plan_sweep` checks it."""
+
+    config: str | Path
+    """YAML run config."""
+    np: str | list[int]
+    """Rank counts, as a list or ``"1,2,4"``."""
+    strategies: str | list[str]
+    """Strategy names, as a list or ``"horovod,ps,independent"``."""
+    launcher: str = "mpirun"
+    """``mpirun``, ``horovodrun`` or ``srun``."""
+    hostfile: str | Path | None = None
+    """``HOST slots=N`` file (mpirun and horovodrun only)."""
+    out: str | Path = "results"  # results directory
+    overrides: Sequence[str] = ()
+    """``--set key=value`` strings applied to every point."""
+    network_interfaces: str | None = None
+    """NIC name(s) the ranks talk over (mpirun and horovodrun)."""
+    launcher_args: str | Sequence[str] = ()
+    """Extra launcher arguments (a shell-quoted string or a list)."""
+    timeout_s: float = 900.0  # time limit of one point
+    redo: bool = False
+    """Launch points even when an ok record exists."""
+    frameworks: str | list[str] | None = None
+    """Frameworks to run each point in (``"torch,tf"``); None: the config's."""
+    progress_every: float | None = None
+    """Seconds between the progress lines each point writes to its log."""
+
 
 def parse_np(text: str) -> list[int]:
     """``"1,2,4"`` -> ``[1, 2, 4]`` (sorted, without repeats).
@@ -143,73 +160,41 @@ def parse_np(text: str) -> list[int]:
     return sorted(out)
 
 
-def _parse_names(text: str, known: tuple[str, ...], option: str, what: str) -> list[str]:
-    """Comma-separated names from ``known``, in the given order, without repeats.
-
-    Raises:
-        HvdscaleError: an empty list or a name not in ``known``, naming ``option``.
-    """
-    out: list[str] = []
-    for t in (s.strip() for s in str(text).split(",")):
-        if t not in known:
-            raise HvdscaleError(f"{option}: unknown {what} {t!r}; choose from "
-                                f"{', '.join(known)}")
-        if t not in out:
-            out.append(t)
-    return out
-
-
 def parse_strategies(text: str) -> list[str]:
     """``"horovod,ps"`` -> ``["horovod", "ps"]`` (given order, without repeats)."""
-    return _parse_names(text, STRATEGIES, "--strategies", "strategy")
+    return parse_names(text, STRATEGIES, "--strategies", "strategy")
 
 
 def parse_frameworks(text: str) -> list[str]:
     """``"torch,tf"`` -> ``["torch", "tf"]`` (given order, without repeats)."""
-    from hvdscale.frameworks import FRAMEWORKS
-
-    return _parse_names(text, FRAMEWORKS, "--frameworks", "framework")
+    return parse_names(text, FRAMEWORKS, "--frameworks", "framework")
 
 
-def _local_slots(launcher: str, env: Mapping[str, str]) -> tuple[int, str]:
-    """Ranks a launch without a hostfile can hold here, and where that number comes from."""
-    if env.get("SLURM_JOB_ID"):
-        # Inside an allocation srun and mpirun both place ranks on the allocation's tasks.
-        ntasks = env.get("SLURM_NTASKS") or env.get("SLURM_NPROCS") or ""
-        if ntasks.isdigit() and launcher != "horovodrun":
-            return int(ntasks), f"the SLURM allocation's SLURM_NTASKS={ntasks}"
-    from hvdscale.core.threads import cores_on_host
-
-    n = cores_on_host()
-    return n, f"this host's {n} cores"
+def _joined(value: str | list[Any]) -> str:
+    """An option given as a list, as the comma-separated text its parser reads."""
+    return ",".join(map(str, value)) if isinstance(value, list) else value
 
 
-def plan_sweep(config: str | Path, np: str | list[int], strategies: str | list[str],
-               launcher: str = "mpirun", hostfile: str | Path | None = None,
-               out: str | Path = "results", overrides: list[str] | tuple[str, ...] = (),
-               network_interfaces: str | None = None, launcher_args: str | list[str] = (),
-               timeout_s: float = 900.0, redo: bool = False,
-               env: Mapping[str, str] | None = None, check_out: bool = True,
-               frameworks: str | list[str] | None = None,
-               progress_every: float | None = None) -> SweepSpec:
+def _check_points(cfgs: Mapping[tuple[str, str], RunConfig], nps: list[int]) -> None:
+    """Refuse here what every rank would refuse at start-up, before any launch: a point that
+    cannot run is a bad plan, not a failed measurement."""
+    for (f, s), c in cfgs.items():
+        data.check_files(c.data, c.model.kind)
+        for n in nps:
+            try:
+                check_launch(c, n, mpi=True)  # every launcher here starts an MPI job
+            except HvdscaleError as e:
+                raise HvdscaleError(f"point {f} {s} np={n}: {e}") from None
+
+
+def plan_sweep(req: SweepRequest, env: Mapping[str, str] | None = None,
+               check_out: bool = True) -> SweepSpec:
     """Check every input of a sweep and list its points; launches nothing.
 
     Args:
-        config: YAML run config.
-        np: rank counts, as a list or ``"1,2,4"``.
-        strategies: strategy names, as a list or ``"horovod,ps,independent"``.
-        launcher: ``mpirun``, ``horovodrun`` or ``srun``.
-        hostfile: ``HOST slots=N`` file (mpirun and horovodrun only).
-        out: results directory.
-        overrides: ``--set key=value`` strings applied to every point.
-        network_interfaces: NIC name(s) the ranks talk over (mpirun and horovodrun).
-        launcher_args: extra launcher arguments (a shell-quoted string or a list).
-        timeout_s: time limit of one point.
-        redo: launch points even when an ok record exists.
+        req: the sweep as asked for.
         env: environment to judge SLURM and PATH by (default: ``os.environ``).
         check_out: prove the results directory writable.
-        frameworks: frameworks to run each point in (``"torch,tf"``); None: the config's.
-        progress_every: seconds between the progress lines each point writes to its log.
 
     Returns:
         The validated sweep.
@@ -218,64 +203,35 @@ def plan_sweep(config: str | Path, np: str | list[int], strategies: str | list[s
         HvdscaleError: one clear message for the first bad input.
     """
     env = os.environ if env is None else env
-    if launcher not in LAUNCHERS:
-        raise HvdscaleError(f"unknown launcher {launcher!r}; choose from {', '.join(LAUNCHERS)}")
-    nps = parse_np(",".join(map(str, np)) if isinstance(np, list) else np)
-    names = parse_strategies(",".join(strategies) if isinstance(strategies, list) else strategies)
-    if not isinstance(timeout_s, int | float) or timeout_s <= 0:
-        raise HvdscaleError(f"--timeout must be a positive number of seconds (got {timeout_s})")
-    cfg_path = Path(config)
-    if frameworks is None:
-        fws = [load_config(cfg_path, list(overrides)).framework]
+    check_launcher(req.launcher)
+    nps = parse_np(_joined(req.np))
+    names = parse_strategies(_joined(req.strategies))
+    if not isinstance(req.timeout_s, int | float) or req.timeout_s <= 0:
+        raise HvdscaleError(f"--timeout must be a positive number of seconds "
+                            f"(got {req.timeout_s})")
+    cfg_path = Path(req.config)
+    if req.frameworks is None:
+        fws = [load_config(cfg_path, list(req.overrides)).framework]
     else:
-        fws = parse_frameworks(",".join(frameworks) if isinstance(frameworks, list)
-                               else frameworks)
-    cfgs = {(f, s): load_config(cfg_path, [*overrides, f"framework={f}", f"strategy.name={s}"])
+        fws = parse_frameworks(_joined(req.frameworks))
+    cfgs = {(f, s): load_config(cfg_path, [*req.overrides, f"framework={f}",
+                                           f"strategy.name={s}"])
             for f in fws for s in names}
-
-    hosts = None
-    if hostfile is not None:
-        if launcher == "srun":
-            raise HvdscaleError("--hostfile does not apply to srun, which places ranks on the "
-                                "SLURM allocation; use --launcher mpirun or horovodrun with it")
-        hosts = parse_hostfile(hostfile)
-        hosts.check_ranks(max(nps))
-    elif launcher != "srun" or env.get("SLURM_JOB_ID"):
-        # (srun outside an allocation asks SLURM for one, which decides where the ranks fit.)
-        slots, where = _local_slots(launcher, env)
-        if max(nps) > slots:
-            fix = (f"pass --hostfile with enough slots (e.g. 'localhost slots={max(nps)}' to "
-                   "oversubscribe on purpose)")
-            if "SLURM" in where:
-                fix = "ask for more tasks (sbatch --ntasks) or lower --np"
-            raise HvdscaleError(f"--np {max(nps)} is more ranks than {where}; {fix}")
-    if shutil.which(launcher, path=env.get("PATH")) is None:
-        raise HvdscaleError(f"launcher {launcher!r} is not on PATH")
-    try:
-        extra = (shlex.split(launcher_args) if isinstance(launcher_args, str)
-                 else list(launcher_args))
-    except ValueError as e:
-        raise HvdscaleError(f"--launcher-args {launcher_args!r} cannot be split: {e}") from None
-    # What every rank would refuse at start-up is refused here, before any launch: a point
-    # that cannot run is a bad plan, not a failed measurement.
-    for (f, s), c in cfgs.items():
-        data.check_files(c.data, c.model.kind)
-        for n in nps:
-            try:
-                check_launch(c, n, mpi=True)  # every launcher here starts an MPI job
-            except HvdscaleError as e:
-                raise HvdscaleError(f"point {f} {s} np={n}: {e}") from None
+    hosts = place_ranks(req.launcher, max(nps), req.hostfile, env)
+    extra = split_launcher_args(req.launcher_args)
+    _check_points(cfgs, nps)
     if check_out:
-        check_writable(out)
+        check_writable(req.out)
     points = []
     for n in nps:  # every point at one rank count, smallest first: baselines come first
         for f in fws:
             for s in names:
                 points.append(Point(len(points) + 1, s, n, cfgs[f, s]))
-    return SweepSpec(config=cfg_path.resolve(), overrides=tuple(overrides), points=tuple(points),
-                     launcher=launcher, out=Path(out).resolve(), hostfile=hosts,
-                     network_interfaces=network_interfaces, launcher_args=tuple(extra),
-                     timeout_s=float(timeout_s), redo=redo, progress_every=progress_every)
+    return SweepSpec(config=cfg_path.resolve(), overrides=tuple(req.overrides),
+                     points=tuple(points), launcher=req.launcher, out=Path(req.out).resolve(),
+                     hostfile=hosts, network_interfaces=req.network_interfaces,
+                     launcher_args=extra, timeout_s=float(req.timeout_s), redo=req.redo,
+                     progress_every=req.progress_every)
 
 
 # --- records --------------------------------------------------------------------------------
@@ -306,11 +262,6 @@ def recorded(records: list[dict[str, Any]], point: Point) -> dict[str, Any] | No
     return hits[-1] if hits else None
 
 
-def read_out(out: Path) -> list[dict[str, Any]]:
-    """The records in the results directory ``out`` (none yet: an empty list)."""
-    return read_records(results_path(out)) if results_path(out).exists() else []
-
-
 # --- launch commands ---------------------------------------------------------------------------
 
 def run_argv(spec: SweepSpec, point: Point) -> list[str]:
@@ -323,56 +274,6 @@ def run_argv(spec: SweepSpec, point: Point) -> list[str]:
     return [sys.executable, "-m", "hvdscale", "run", str(spec.config), *sets,
             "--set", f"framework={point.cfg.framework}",
             "--set", f"strategy.name={point.strategy}", "--out", str(spec.out)]
-
-
-def _exports(env: Mapping[str, str]) -> list[str]:
-    names = sorted(k for k in env if k in EXPORT_VARS or k.startswith(EXPORT_PREFIXES))
-    return [a for k in names for a in ("-x", k)]
-
-
-def launcher_prefix(launcher: str, ranks: int, hostfile_path: Path | None = None,
-                    network_interfaces: str | None = None, launcher_args: tuple[str, ...] = (),
-                    gloo: bool = False, env: Mapping[str, str] | None = None) -> list[str]:
-    """The launcher part of a command line that starts ``ranks`` copies of a program.
-
-    Shared by the sweep's points and by other multi-rank commands (``hvdscale commbench``).
-
-    Args:
-        launcher: ``mpirun``, ``horovodrun`` or ``srun``.
-        ranks: number of ranks.
-        hostfile_path: a clean ``HOST slots=N`` hostfile (see ``write_hostfile``).
-        network_interfaces: NIC name(s) the ranks talk over.
-        launcher_args: extra launcher arguments, placed last.
-        gloo: horovodrun only: Horovod's Gloo controller (no MPI job) instead of ``--mpi``.
-        env: environment whose variables mpirun forwards with ``-x``.
-    """
-    env = os.environ if env is None else env
-    n = str(ranks)
-    nics = network_interfaces
-    if launcher == "mpirun":
-        # Same placement as horovodrun's: no binding (each rank's compute, Horovod and MPI
-        # progress threads share the host's cores), ranks filled host by host.
-        cmd = ["mpirun", "-np", n, "--bind-to", "none", "--map-by", "slot"]
-        if os.geteuid() == 0:
-            cmd.append("--allow-run-as-root")
-        if hostfile_path is not None:
-            cmd += ["--hostfile", str(hostfile_path)]
-        if nics:
-            cmd += ["--mca", "btl_tcp_if_include", nics, "--mca", "oob_tcp_if_include", nics]
-        cmd += _exports(env)
-    elif launcher == "horovodrun":
-        # --mpi: the ps strategy and the harness's barriers need an MPI job (not --gloo).
-        cmd = ["horovodrun", "--gloo" if gloo else "--mpi", "-np", n]
-        if hostfile_path is not None:
-            cmd += ["-hostfile", str(hostfile_path)]
-        else:
-            cmd += ["-H", f"localhost:{n}"]
-        if nics:
-            # Without it horovodrun probes every host for a common routable interface.
-            cmd += ["--network-interfaces", nics]
-    else:
-        cmd = ["srun", "--mpi=pmix", "-n", n, "--kill-on-bad-exit=1", "--cpu-bind=none"]
-    return [*cmd, *launcher_args]
 
 
 def launch_command(spec: SweepSpec, point: Point, hostfile_path: Path | None = None,
@@ -389,88 +290,10 @@ def launch_command(spec: SweepSpec, point: Point, hostfile_path: Path | None = N
                              spec.launcher_args, env=env), *run_argv(spec, point)]
 
 
-def launch_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Environment of the launcher process: unbuffered ranks, root allowed when root."""
-    out = dict(os.environ if env is None else env)
-    out.setdefault("PYTHONUNBUFFERED", "1")
-    if os.geteuid() == 0:
-        # horovodrun's own `mpirun --version` probe and nested launches need these too.
-        out.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        out.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    return out
-
-
-# --- running -----------------------------------------------------------------------------------
-
-def _kill_tree(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
-    """End a launch: its process group and every descendant, TERM first, then KILL."""
-    import psutil
-
-    try:
-        family = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
-    except psutil.NoSuchProcess:
-        family = []
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            pass
-        for p in family:  # launchers may start helpers in their own process groups
-            try:
-                p.send_signal(sig)
-            except psutil.NoSuchProcess:
-                pass
-        try:
-            proc.wait(timeout=grace_s)
-            _, alive = psutil.wait_procs(family, timeout=1.0)
-            if not alive:
-                return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def error_summary(stderr: str, max_lines: int = 3) -> str:
-    """The last telling lines of a failed launch's stderr, joined on one line."""
-    lines = [ln.strip() for ln in stderr.splitlines()]
-    lines = [re.sub(r"^\[\d+,\d+\]<std(err|out)>:", "", ln).strip() for ln in lines]
-    lines = [ln for ln in lines if ln and not _BOILERPLATE.match(ln)]
-    # hvdscale's fail-fast prints "hvdscale: error: ..." once; that line says it all.
-    errs = [ln for ln in lines if "hvdscale: error" in ln or "Error:" in ln or "error:" in ln]
-    pick = errs[-1:] if errs else lines[-max_lines:]
-    return " / ".join(pick)[:500] or "(no stderr)"
-
-
 def _log_base(spec: SweepSpec, point: Point) -> Path:
     name = re.sub(r"[^\w.-]", "-", point.cfg.name)
     tag = re.sub(r"[^\w.-]", "-", point.name) if point.name else point.strategy
     return spec.out / "logs" / f"{name}_{point.cfg.framework}_{tag}_np{point.ranks}"
-
-
-def run_launch(cmd: list[str], env: Mapping[str, str], timeout_s: float, out_log: Path,
-               err_log: Path) -> tuple[int | None, bool]:
-    """Run one launch (its command line first in ``out_log``) with a time limit.
-
-    Returns:
-        (exit code, whether the time limit ended it). The launch and all its ranks are ended
-        together on the time limit or on any exception here (Ctrl-C).
-    """
-    timed_out = False
-    with open(out_log, "wb") as fo, open(err_log, "wb") as fe:
-        fo.write(("$ " + shlex.join(cmd) + "\n").encode())
-        fo.flush()
-        # Own session: a time limit or Ctrl-C ends the launcher and all its ranks together.
-        proc = subprocess.Popen(cmd, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL,
-                                env=dict(env), start_new_session=True)
-        try:
-            rc = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_tree(proc)
-            rc = proc.returncode
-        except BaseException:
-            _kill_tree(proc, grace_s=5.0)
-            raise
-    return rc, timed_out
 
 
 def run_point(spec: SweepSpec, point: Point, hostfile_path: Path | None = None) -> Outcome:

@@ -11,22 +11,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from hvdscale.models import ModelSizes
 from hvdscale.models.tf.lstm import LSTMStack
 from hvdscale.models.tf.nmt import NMTModel
 from hvdscale.models.tf.params import OrderedModule
 from hvdscale.models.tf.rnnlm import RNNLM
 
 
-def build_model(kind: str, rnn_impl: str, src_vocab: int, tgt_vocab: int, embed_dim: int,
-                hidden_size: int, encoder_layers: int, decoder_layers: int, bidirectional: bool,
-                attention: bool, seed: int) -> OrderedModule:
+def build_model(kind: str, rnn_impl: str, sizes: ModelSizes, seed: int) -> OrderedModule:
     """The model named by ``kind`` (``nmt`` or ``lm``), initial values drawn from ``seed``."""
     rng = np.random.default_rng(seed)
     if kind == "nmt":
-        return NMTModel(src_vocab, tgt_vocab, embed_dim, hidden_size, encoder_layers,
-                        decoder_layers, bidirectional, attention, rnn_impl, rng)
+        return NMTModel(sizes, rnn_impl, rng)
     if kind == "lm":
-        return RNNLM(src_vocab, embed_dim, hidden_size, encoder_layers, rnn_impl, rng)
+        return RNNLM(sizes.src_vocab, sizes.embed_dim, sizes.hidden_size, sizes.encoder_layers,
+                     rnn_impl, rng)
     raise ValueError(f"unknown model kind {kind!r}")
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from hvdscale.models import ModelSizes
 from hvdscale.models.tf.lstm import LSTMStack, State
 from hvdscale.models.tf.params import OrderedModule, embedding_init, linear, linear_bound, uniform
 
@@ -40,34 +41,34 @@ def embed_time_major(table: tf.Variable, ids: tf.Tensor) -> tf.Tensor:
 class NMTModel(OrderedModule):
     """Encoder-decoder LSTM; see the module docstring. ``rng`` draws the initial values."""
 
-    def __init__(self, src_vocab: int, tgt_vocab: int, embed_dim: int, hidden_size: int,
-                 encoder_layers: int, decoder_layers: int, bidirectional: bool, attention: bool,
-                 rnn_impl: str, rng: np.random.Generator) -> None:
+    def __init__(self, sizes: ModelSizes, rnn_impl: str, rng: np.random.Generator) -> None:
         super().__init__(name="nmt")
-        self.bidirectional = bidirectional
-        self.attention = attention
-        self.encoder_layers = encoder_layers
-        self.decoder_layers = decoder_layers
-        enc_hidden = hidden_size // 2 if bidirectional else hidden_size
+        s = sizes
+        self.bidirectional = s.bidirectional
+        self.attention = s.attention
+        self.encoder_layers = s.encoder_layers
+        self.decoder_layers = s.decoder_layers
+        hidden = s.hidden_size
+        enc_hidden = hidden // 2 if s.bidirectional else hidden
         # Registered (and drawn) in NMTModel.parameters() order: src_embed, tgt_embed, encoder,
         # decoder, attn_out, proj.
         self.src_embed = self.add_param("src_embed.weight",
-                                        embedding_init(rng, src_vocab, embed_dim))
+                                        embedding_init(rng, s.src_vocab, s.embed_dim))
         self.tgt_embed = self.add_param("tgt_embed.weight",
-                                        embedding_init(rng, tgt_vocab, embed_dim))
-        self.encoder = LSTMStack(rnn_impl, embed_dim, enc_hidden, encoder_layers, bidirectional,
-                                 rng, name="encoder")
+                                        embedding_init(rng, s.tgt_vocab, s.embed_dim))
+        self.encoder = LSTMStack(rnn_impl, s.embed_dim, enc_hidden, s.encoder_layers,
+                                 s.bidirectional, rng, name="encoder")
         self.add_params_of("encoder", self.encoder)
-        self.decoder = LSTMStack(rnn_impl, embed_dim, hidden_size, decoder_layers, False, rng,
+        self.decoder = LSTMStack(rnn_impl, s.embed_dim, hidden, s.decoder_layers, False, rng,
                                  name="decoder")
         self.add_params_of("decoder", self.decoder)
-        if attention:
+        if s.attention:
             self.attn_out = self.add_param(
                 "attn_out.weight",
-                uniform(rng, (hidden_size, 2 * hidden_size), linear_bound(2 * hidden_size)))
-        bound = linear_bound(hidden_size)
-        self.proj_w = self.add_param("proj.weight", uniform(rng, (tgt_vocab, hidden_size), bound))
-        self.proj_b = self.add_param("proj.bias", uniform(rng, (tgt_vocab,), bound))
+                uniform(rng, (hidden, 2 * hidden), linear_bound(2 * hidden)))
+        bound = linear_bound(hidden)
+        self.proj_w = self.add_param("proj.weight", uniform(rng, (s.tgt_vocab, hidden), bound))
+        self.proj_b = self.add_param("proj.bias", uniform(rng, (s.tgt_vocab,), bound))
 
     def _bridge(self, state: State) -> State | None:
         """Encoder final states as decoder initial states (layer k to layer k)."""

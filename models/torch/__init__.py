@@ -7,19 +7,18 @@ from __future__ import annotations
 
 from torch import nn
 
+from hvdscale.models import ModelSizes
 from hvdscale.models.torch.nmt import NMTModel
 from hvdscale.models.torch.rnnlm import RNNLM
 
 
-def build_model(kind: str, rnn_impl: str, src_vocab: int, tgt_vocab: int, embed_dim: int,
-                hidden_size: int, encoder_layers: int, decoder_layers: int, bidirectional: bool,
-                attention: bool) -> nn.Module:
+def build_model(kind: str, rnn_impl: str, sizes: ModelSizes) -> nn.Module:
     """The model named by ``kind`` (``nmt`` or ``lm``) with the given sizes."""
     if kind == "nmt":
-        return NMTModel(src_vocab, tgt_vocab, embed_dim, hidden_size, encoder_layers,
-                        decoder_layers, bidirectional, attention, rnn_impl)
+        return NMTModel(sizes, rnn_impl)
     if kind == "lm":
-        return RNNLM(src_vocab, embed_dim, hidden_size, encoder_layers, rnn_impl)
+        return RNNLM(sizes.src_vocab, sizes.embed_dim, sizes.hidden_size, sizes.encoder_layers,
+                     rnn_impl)
     raise ValueError(f"unknown model kind {kind!r}")
 
 

@@ -12,28 +12,29 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from hvdscale.models import ModelSizes
 from hvdscale.models.torch.lstm import State, make_lstm
 
 
 class NMTModel(nn.Module):
     """Encoder-decoder LSTM; see the module docstring."""
 
-    def __init__(self, src_vocab: int, tgt_vocab: int, embed_dim: int, hidden_size: int,
-                 encoder_layers: int, decoder_layers: int, bidirectional: bool, attention: bool,
-                 rnn_impl: str) -> None:
+    def __init__(self, sizes: ModelSizes, rnn_impl: str) -> None:
         super().__init__()
-        self.bidirectional = bidirectional
-        self.attention = attention
-        self.encoder_layers = encoder_layers
-        self.decoder_layers = decoder_layers
-        enc_hidden = hidden_size // 2 if bidirectional else hidden_size
-        self.src_embed = nn.Embedding(src_vocab, embed_dim, padding_idx=0)
-        self.tgt_embed = nn.Embedding(tgt_vocab, embed_dim, padding_idx=0)
-        self.encoder = make_lstm(rnn_impl, embed_dim, enc_hidden, encoder_layers, bidirectional)
-        self.decoder = make_lstm(rnn_impl, embed_dim, hidden_size, decoder_layers, False)
-        if attention:
-            self.attn_out = nn.Linear(2 * hidden_size, hidden_size, bias=False)
-        self.proj = nn.Linear(hidden_size, tgt_vocab)
+        s = sizes
+        self.bidirectional = s.bidirectional
+        self.attention = s.attention
+        self.encoder_layers = s.encoder_layers
+        self.decoder_layers = s.decoder_layers
+        enc_hidden = s.hidden_size // 2 if s.bidirectional else s.hidden_size
+        self.src_embed = nn.Embedding(s.src_vocab, s.embed_dim, padding_idx=0)
+        self.tgt_embed = nn.Embedding(s.tgt_vocab, s.embed_dim, padding_idx=0)
+        self.encoder = make_lstm(rnn_impl, s.embed_dim, enc_hidden, s.encoder_layers,
+                                 s.bidirectional)
+        self.decoder = make_lstm(rnn_impl, s.embed_dim, s.hidden_size, s.decoder_layers, False)
+        if s.attention:
+            self.attn_out = nn.Linear(2 * s.hidden_size, s.hidden_size, bias=False)
+        self.proj = nn.Linear(s.hidden_size, s.tgt_vocab)
 
     def _bridge(self, state: State) -> State | None:
         """Encoder final states as decoder initial states (layer k to layer k)."""

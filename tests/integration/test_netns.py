@@ -13,15 +13,21 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.integration.cluster import (
+    remove_hosts,
+    sh,
+    ssh_keys,
+    sshd_config,
+    sshd_privsep,
+    veth_hosts,
+)
 from tests.integration.system_deps import ensure_system_deps
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,29 +35,6 @@ TINY = ["--set", "measure.warmup_steps=1", "--set", "measure.steps=3",
         "--set", "data.synthetic.sentences_per_rank=64"]
 
 pytestmark = pytest.mark.slow
-
-
-def _sh(*cmd: str, timeout: float = 30, check: bool = True) -> subprocess.CompletedProcess:
-    r = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
-    if check and r.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)}: exit {r.returncode}: {r.stderr}")
-    return r
-
-
-def _end_namespace(ns: str) -> None:
-    """End every process inside ``ns`` (all started by this test), then delete it."""
-    pids = _sh("ip", "netns", "pids", ns, check=False).stdout.split()
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(int(pid), sig)
-            except (OSError, ValueError):
-                pass
-        deadline = time.monotonic() + 5
-        while pids and time.monotonic() < deadline:
-            pids = _sh("ip", "netns", "pids", ns, check=False).stdout.split()
-            time.sleep(0.2)
-    _sh("ip", "netns", "del", ns, check=False)
 
 
 class TwoHosts:
@@ -81,50 +64,26 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoHosts]:
         pytest.skip("network namespaces need root")
     tmp = tmp_path_factory.mktemp("netns")
     h = TwoHosts(tmp, str(os.getpid() % 10000))
-    privsep, made_privsep = Path("/run/sshd"), False
-    try:
-        for ns in h.ns:
-            _sh("ip", "netns", "add", ns)
-        _sh("ip", "link", "add", h.veth[0], "type", "veth", "peer", "name", h.veth[1])
-        for ns, veth, addr in zip(h.ns, h.veth, h.addr, strict=True):
-            _sh("ip", "link", "set", veth, "netns", ns)
-            _sh("ip", "-n", ns, "link", "set", veth, "name", "hvd0")
-            _sh("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", "hvd0")
-            _sh("ip", "-n", ns, "link", "set", "hvd0", "up")
-            _sh("ip", "-n", ns, "link", "set", "lo", "up")
-        _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / "id"))
-        _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / "host_key"))
-        (tmp / "authorized_keys").write_text((tmp / "id.pub").read_text())
-        h.ssh_config.write_text(
-            f"Host {' '.join(h.addr)}\n  IdentityFile {tmp / 'id'}\n"
-            "  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  BatchMode yes\n"
-            "  LogLevel ERROR\n")
-        if not privsep.exists():  # sshd's privilege-separation dir; removed again at the end
-            privsep.mkdir(mode=0o755)
-            made_privsep = True
-        for ns, addr, name in zip(h.ns, h.addr, h.names, strict=True):
-            conf = tmp / f"sshd_{name}.conf"
-            conf.write_text(
-                f"ListenAddress {addr}\nPort 22\nHostKey {tmp / 'host_key'}\n"
-                f"PidFile {tmp / f'sshd_{name}.pid'}\n"
-                f"AuthorizedKeysFile {tmp / 'authorized_keys'}\n"
-                "StrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-                "UsePAM no\nPermitRootLogin prohibit-password\nPubkeyAuthentication yes\n")
-            # Own UTS namespace around sshd: its sessions (the remote ranks) see this hostname.
-            _sh("ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c",
-                f"hostname {name} && exec /usr/sbin/sshd -f {conf} -E {tmp / f'sshd_{name}.log'}")
-        # Both hosts answer ssh with their own name before the sweep starts.
-        for addr, name in zip(h.addr, h.names, strict=True):
-            r = _sh(*h.in_first(f"ssh {addr} hostname"), timeout=30)
-            assert r.stdout.strip() == name, r
-        yield h
-    finally:
-        for ns in h.ns:
-            _end_namespace(ns)
-        for veth in h.veth:  # only left behind when setup failed before moving it
-            _sh("ip", "link", "del", veth, check=False)
-        if made_privsep:
-            privsep.rmdir()
+    # The namespaces (and sshd in them) end before sshd's privilege-separation dir goes.
+    with sshd_privsep():
+        try:
+            veth_hosts(h.ns, h.veth, h.addr)
+            assert ssh_keys(tmp, h.addr) == h.ssh_config
+            for ns, addr, name in zip(h.ns, h.addr, h.names, strict=True):
+                conf = tmp / f"sshd_{name}.conf"
+                conf.write_text(sshd_config(tmp, addr, tmp / f"sshd_{name}.pid"))
+                # Own UTS namespace around sshd: its sessions (the remote ranks) see this
+                # hostname.
+                sh("ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c",
+                   f"hostname {name} && exec /usr/sbin/sshd -f {conf} "
+                   f"-E {tmp / f'sshd_{name}.log'}")
+            # Both hosts answer ssh with their own name before the sweep starts.
+            for addr, name in zip(h.addr, h.names, strict=True):
+                r = sh(*h.in_first(f"ssh {addr} hostname"), timeout=30)
+                assert r.stdout.strip() == name, r
+            yield h
+        finally:
+            remove_hosts(h.ns, h.veth)
 
 
 def test_two_host_sweep_through_horovodrun_hostfile(hosts: TwoHosts, tmp_path: Path) -> None:

@@ -17,9 +17,19 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
+from tests.integration.cluster import (
+    end_conf_processes,
+    munge_dirs,
+    munged_argv,
+    pid_from,
+    sh,
+    signal_pids,
+    slurm_conf,
+    slurm_env,
+    wait_idle,
+)
 from tests.integration.system_deps import SBIN, ensure_system_deps
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,37 +45,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _kill_by_pidfile(pidfile: Path) -> None:
-    try:
-        pid = int(pidfile.read_text().split()[0])
-        os.kill(pid, signal.SIGTERM)
-    except (OSError, ValueError, IndexError):
-        pass
-
-
-def _end_cluster_processes(conf: Path) -> None:
-    """End every process that runs with this cluster's SLURM_CONF (daemons' children, job
-    steps, ranks): all of them were started by this fixture."""
-    mine = []
-    for p in psutil.process_iter():
-        try:
-            if p.pid != os.getpid() and p.environ().get("SLURM_CONF") == str(conf):
-                mine.append(p)
-        except (psutil.Error, OSError):
-            continue
-    for p in mine:
-        try:
-            p.terminate()
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(mine, timeout=5)
-    for p in alive:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-
-
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """A running one-node SLURM cluster; yields the environment that talks to it."""
@@ -73,78 +52,35 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     if os.geteuid() != 0:
         pytest.skip("the private SLURM runs its daemons as root")
     d = tmp_path_factory.mktemp("slurm")
-    for sub in ("state", "spool", "log", "munge"):
-        (d / sub).mkdir()
-    (d / "munge").chmod(0o700)
-    key = d / "munge" / "munge.key"
-    key.write_bytes(os.urandom(1024))
-    key.chmod(0o600)
-    sock = d / "munge" / "munge.socket"
+    munge_dirs(d, "spool")
     node = subprocess.run([str(SBIN / "slurmd"), "-C"], capture_output=True, text=True,
                           timeout=30).stdout.splitlines()[0]  # this machine as slurmd sees it
     name = node.split()[0].split("=", 1)[1]
     conf = d / "slurm.conf"
-    conf.write_text(f"""\
-ClusterName=hvdscaletest
-SlurmctldHost={name}(127.0.0.1)
-SlurmctldPort={_free_port()}
-SlurmdPort={_free_port()}
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket={sock}
-CredType=cred/munge
-StateSaveLocation={d / "state"}
+    conf.write_text(slurm_conf(d, "hvdscaletest", f"{name}(127.0.0.1)",
+                               (_free_port(), _free_port()), f"""\
 SlurmdSpoolDir={d / "spool"}
-SlurmctldPidFile={d / "slurmctld.pid"}
 SlurmdPidFile={d / "slurmd.pid"}
-SlurmctldLogFile={d / "log" / "slurmctld.log"}
 SlurmdLogFile={d / "log" / "slurmd.log"}
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-ReturnToService=2
-JobCompType=jobcomp/none
-AccountingStorageType=accounting_storage/none
 {node} NodeAddr=127.0.0.1 State=UNKNOWN
 PartitionName=test Nodes={name} Default=YES MaxTime=INFINITE State=UP
-""")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_"))}
-    env.update(SLURM_CONF=str(conf), OMPI_ALLOW_RUN_AS_ROOT="1",
-               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", TF_CPP_MIN_LOG_LEVEL="2")
+"""))
+    env = slurm_env(conf)
+    pidfiles = (d / "slurmd.pid", d / "slurmctld.pid", d / "munge" / "munged.pid")
     try:
-        for cmd in ([str(SBIN / "munged"), f"--key-file={key}", f"--socket={sock}",
-                     f"--pid-file={d / 'munge' / 'munged.pid'}",
-                     f"--log-file={d / 'log' / 'munged.log'}",
-                     f"--seed-file={d / 'munge' / 'seed'}", "--force"],
-                    [str(SBIN / "slurmctld"), "-i"], [str(SBIN / "slurmd")]):
-            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
-            assert r.returncode == 0, f"{cmd[0]}: {r.stderr}"
-        deadline = time.monotonic() + 60
-        state = ""
-        while time.monotonic() < deadline:
-            state = subprocess.run(["sinfo", "-h", "-o", "%T"], env=env, capture_output=True,
-                                   text=True, timeout=20).stdout.strip()
-            if state == "idle":
-                break
-            time.sleep(1)
-        assert state == "idle", f"node never idle ({state!r}): " + "".join(
-            f.read_text()[-2000:] for f in (d / "log").glob("*.log"))
+        for cmd in (munged_argv(d), [str(SBIN / "slurmctld"), "-i"], [str(SBIN / "slurmd")]):
+            sh(*cmd, env=env, timeout=60)
+        wait_idle(lambda: {name: sh("sinfo", "-h", "-o", "%T", env=env, check=False,
+                                    timeout=20).stdout.strip()}, 1,
+                  lambda: "".join(f.read_text()[-2000:] for f in (d / "log").glob("*.log")))
         yield env
     finally:
-        subprocess.run(["scancel", "--full", "--partition=test"], env=env, capture_output=True,
-                       timeout=30)
-        for pidfile in (d / "slurmd.pid", d / "slurmctld.pid", d / "munge" / "munged.pid"):
-            _kill_by_pidfile(pidfile)
+        sh("scancel", "--full", "--partition=test", env=env, check=False)
+        pids = [p for p in map(pid_from, pidfiles) if p is not None]
+        signal_pids(pids, signal.SIGTERM)
         time.sleep(1)
-        _end_cluster_processes(conf)
-        for pidfile in (d / "slurmd.pid", d / "slurmctld.pid", d / "munge" / "munged.pid"):
-            try:
-                os.kill(int(pidfile.read_text().split()[0]), signal.SIGKILL)
-            except (OSError, ValueError, IndexError):
-                pass
+        end_conf_processes(conf)
+        signal_pids(pids, signal.SIGKILL)
 
 
 def _submit(env: dict[str, str], script: str, out: Path, sbatch_args: list[str],

@@ -34,6 +34,24 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.integration.cluster import (
+    end_conf_processes,
+    kill_namespace,
+    munge_dirs,
+    munged_argv,
+    ns_pids,
+    pid_from,
+    remove_hosts,
+    sh,
+    signal_pids,
+    slurm_conf,
+    slurm_env,
+    ssh_keys,
+    sshd_config,
+    sshd_privsep,
+    veth_hosts,
+    wait_idle,
+)
 from tests.integration.system_deps import SBIN, ensure_system_deps
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,45 +61,6 @@ TINY = ["--set", "measure.warmup_steps=2", "--set", "measure.steps=4",
 CTLD_PORT, SLURMD_PORT = 6917, 6918  # inside the namespaces; nothing else listens there
 
 pytestmark = pytest.mark.slow
-
-
-def _sh(*cmd: str, timeout: float = 30, check: bool = True,
-        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    r = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, env=env)
-    if check and r.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)}: exit {r.returncode}: {r.stdout}{r.stderr}")
-    return r
-
-
-def _signal_pids(pids: list[int], sig: int) -> None:
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            os.kill(pid, sig)
-
-
-def _ns_pids(ns: str) -> list[int]:
-    out = _sh("ip", "netns", "pids", ns, check=False).stdout.split()
-    return [int(p) for p in out if p.isdigit() and int(p) != os.getpid()]
-
-
-def _kill_namespace(ns: str, grace_s: float = 5.0) -> None:
-    """End every process in network namespace ``ns`` (TERM, then KILL)."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        pids = _ns_pids(ns)
-        _signal_pids(pids, sig)
-        deadline = time.monotonic() + grace_s
-        while pids and time.monotonic() < deadline:
-            time.sleep(0.2)
-            pids = _ns_pids(ns)
-        if not pids:
-            return
-
-
-def _pid_from(pidfile: Path) -> int | None:
-    try:
-        return int(pidfile.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 class Cluster:
@@ -98,10 +77,7 @@ class Cluster:
         self.hosts = tmp / "hosts"
         self.ssh_config = tmp / "ssh_config"
         self.munge_pid = tmp / "munge" / "munged.pid"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_"))}
-        env.update(SLURM_CONF=str(self.conf), OMPI_ALLOW_RUN_AS_ROOT="1",
-                   OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", TF_CPP_MIN_LOG_LEVEL="2")
-        self.env = env
+        self.env = slurm_env(self.conf)
 
     def slurmd_pid(self, i: int) -> Path:
         return self.dir / f"slurmd-{self.names[i]}.pid"
@@ -126,7 +102,7 @@ class Cluster:
 
     def states(self) -> dict[str, str]:
         """Node name -> SLURM state, as sinfo reports it."""
-        r = _sh(*self.client("sinfo", "-h", "-N", "-o", "%N %T"), env=self.env, check=False)
+        r = sh(*self.client("sinfo", "-h", "-N", "-o", "%N %T"), env=self.env, check=False)
         return dict(line.split() for line in r.stdout.splitlines() if len(line.split()) == 2)
 
     def logs(self) -> str:
@@ -136,22 +112,17 @@ class Cluster:
     def kill_node(self, i: int) -> None:
         """Node ``i`` dies: its slurmd, job steps, ranks and sshd all get SIGKILL at once."""
         deadline = time.monotonic() + 10
-        while (pids := _ns_pids(self.ns[i])) and time.monotonic() < deadline:
-            _signal_pids(pids, signal.SIGKILL)
+        while (pids := ns_pids(self.ns[i])) and time.monotonic() < deadline:
+            signal_pids(pids, signal.SIGKILL)
             time.sleep(0.2)
-        assert not _ns_pids(self.ns[i]), f"node {self.names[i]} would not die"
+        assert not ns_pids(self.ns[i]), f"node {self.names[i]} would not die"
 
 
 def _write_configs(c: Cluster) -> None:
     d = c.dir
-    for sub in ("state", "log", "munge", *(f"{k}-{n}" for n in c.names for k in ("spool", "tmp"))):
-        (d / sub).mkdir()
-    (d / "munge").chmod(0o700)
-    key = d / "munge" / "munge.key"
-    key.write_bytes(os.urandom(1024))
-    key.chmod(0o600)
+    munge_dirs(d, *(f"{k}-{n}" for n in c.names for k in ("spool", "tmp")))
     # The hardware line slurmd sees here (CPUs, cores, memory), once per node name.
-    hw = _sh(str(SBIN / "slurmd"), "-C").stdout.splitlines()[0].split(maxsplit=1)[1]
+    hw = sh(str(SBIN / "slurmd"), "-C").stdout.splitlines()[0].split(maxsplit=1)[1]
     nodes = "".join(f"NodeName={n} NodeAddr={a} {hw} State=UNKNOWN\n"
                     for n, a in zip(c.names, c.addr, strict=True))
     # TmpFS per node: PMIx puts its per-step directory there, and the nodes share /tmp.
@@ -159,133 +130,61 @@ def _write_configs(c: Cluster) -> None:
     # cluster keeps finished jobs longer). A dead node is declared DOWN after SlurmdTimeout
     # plus the failed pings' MessageTimeout (measured: 10 and 5 give ~15 s, where the default
     # MessageTimeout=10 gave ~25 s); KillWait=2 cleans up a killed step within seconds.
-    c.conf.write_text(f"""\
-ClusterName=hvdscalemulti
-SlurmctldHost={c.names[0]}({c.addr[0]})
-SlurmctldPort={CTLD_PORT}
-SlurmdPort={SLURMD_PORT}
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket={d / "munge" / "munge.socket"}
-CredType=cred/munge
-StateSaveLocation={d / "state"}
+    c.conf.write_text(slurm_conf(d, "hvdscalemulti", f"{c.names[0]}({c.addr[0]})",
+                                 (CTLD_PORT, SLURMD_PORT), f"""\
 SlurmdSpoolDir={d / "spool-%n"}
 TmpFS={d / "tmp-%n"}
-SlurmctldPidFile={d / "slurmctld.pid"}
 SlurmdPidFile={d / "slurmd-%n.pid"}
-SlurmctldLogFile={d / "log" / "slurmctld.log"}
 SlurmdLogFile={d / "log" / "slurmd-%n.log"}
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-ReturnToService=2
 SlurmdTimeout=10
 MessageTimeout=5
 MinJobAge=4
 KillWait=2
-JobCompType=jobcomp/none
-AccountingStorageType=accounting_storage/none
 {nodes}PartitionName=multi Nodes={",".join(c.names)} Default=YES MaxTime=INFINITE State=UP
-""")
+"""))
     hosts = Path("/etc/hosts").read_text()
     c.hosts.write_text(hosts + "".join(f"{a} {n}\n" for n, a in zip(c.names, c.addr,
                                                                      strict=True)))
-    _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "id"))
-    _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "host_key"))
-    (d / "authorized_keys").write_text((d / "id.pub").read_text())
-    c.ssh_config.write_text(
-        f"Host {' '.join(c.names)} {' '.join(c.addr)}\n  IdentityFile {d / 'id'}\n"
-        "  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  BatchMode yes\n"
-        "  LogLevel ERROR\n")
+    assert ssh_keys(d, [*c.names, *c.addr]) == c.ssh_config
     for n, a in zip(c.names, c.addr, strict=True):
-        (d / f"sshd-{n}.conf").write_text(
-            f"ListenAddress {a}\nPort 22\nHostKey {d / 'host_key'}\n"
-            f"PidFile {d / f'sshd-{n}.pid'}\nAuthorizedKeysFile {d / 'authorized_keys'}\n"
-            "StrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-            "UsePAM no\nPermitRootLogin prohibit-password\nPubkeyAuthentication yes\n")
-
-
-def _end_cluster_processes(c: Cluster) -> None:
-    """End what still runs with this cluster's SLURM_CONF outside the namespaces."""
-    mine = []
-    for p in psutil.process_iter():
-        try:
-            if p.pid != os.getpid() and p.environ().get("SLURM_CONF") == str(c.conf):
-                mine.append(p)
-        except (psutil.Error, OSError):
-            continue
-    for p in mine:
-        with contextlib.suppress(psutil.Error):
-            p.kill()
-    psutil.wait_procs(mine, timeout=5)
+        (d / f"sshd-{n}.conf").write_text(sshd_config(d, a, d / f"sshd-{n}.pid"))
 
 
 def _teardown(c: Cluster) -> None:
     with contextlib.suppress(Exception):
-        _sh(*c.client("scancel", "--full", "--partition=multi"), env=c.env, check=False)
-    pids = [p for p in map(_pid_from, c.pidfiles()) if p is not None]
-    _signal_pids(pids, signal.SIGTERM)
-    for ns in c.ns:
-        _kill_namespace(ns)
-        _sh("ip", "netns", "del", ns, check=False)
-    _end_cluster_processes(c)
-    _signal_pids(pids, signal.SIGKILL)
-    for veth in c.veth:  # only left behind when setup failed before moving it
-        _sh("ip", "link", "del", veth, check=False)
+        sh(*c.client("scancel", "--full", "--partition=multi"), env=c.env, check=False)
+    pids = [p for p in map(pid_from, c.pidfiles()) if p is not None]
+    signal_pids(pids, signal.SIGTERM)
+    remove_hosts(c.ns, c.veth)
+    end_conf_processes(c.conf)
+    signal_pids(pids, signal.SIGKILL)
 
 
 @contextlib.contextmanager
 def two_node_cluster(tmp: Path, tag: str) -> Iterator[Cluster]:
     """Start the cluster in ``tmp``; stop every part of it on the way out, however left."""
     c = Cluster(tmp, tag)
-    privsep, made_privsep = Path("/run/sshd"), False
-    try:
-        for ns in c.ns:
-            if Path("/run/netns", ns).exists():  # left by an earlier run of this test
-                _kill_namespace(ns)
-                _sh("ip", "netns", "del", ns)
-            _sh("ip", "netns", "add", ns)
-        _sh("ip", "link", "add", c.veth[0], "type", "veth", "peer", "name", c.veth[1])
-        for ns, veth, addr in zip(c.ns, c.veth, c.addr, strict=True):
-            _sh("ip", "link", "set", veth, "netns", ns)
-            _sh("ip", "-n", ns, "link", "set", veth, "name", "hvd0")
-            _sh("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", "hvd0")
-            _sh("ip", "-n", ns, "link", "set", "hvd0", "up")
-            _sh("ip", "-n", ns, "link", "set", "lo", "up")
-        _write_configs(c)
-        if not privsep.exists():  # sshd's privilege-separation dir; removed again at the end
-            privsep.mkdir(mode=0o755)
-            made_privsep = True
-        d = c.dir
-        _sh(str(SBIN / "munged"), f"--key-file={d / 'munge' / 'munge.key'}",
-            f"--socket={d / 'munge' / 'munge.socket'}", f"--pid-file={c.munge_pid}",
-            f"--log-file={d / 'log' / 'munged.log'}", f"--seed-file={d / 'munge' / 'seed'}",
-            "--force", env=c.env)
-        for i, name in enumerate(c.names):
-            daemons = [f"/usr/sbin/sshd -f {d / f'sshd-{name}.conf'} "
-                       f"-E {d / 'log' / f'sshd-{name}.log'}"]
-            if i == 0:  # the controller lives on the first node
-                daemons.append(f"{SBIN / 'slurmctld'} -i")
-            daemons.append(f"{SBIN / 'slurmd'} -N {name}")
-            _sh(*c.on_node(i, " && ".join(daemons)), env=c.env, timeout=60)
-        deadline = time.monotonic() + 60
-        states: dict[str, str] = {}
-        while time.monotonic() < deadline:
-            states = c.states()
-            if sorted(states.values()) == ["idle", "idle"]:
-                break
-            time.sleep(1)
-        assert sorted(states.values()) == ["idle", "idle"], \
-            f"nodes never both idle ({states}):{c.logs()}"
-        yield c
-    finally:
-        _teardown(c)
-        if made_privsep:
-            with contextlib.suppress(OSError):
-                privsep.rmdir()
+    # The nodes (and sshd on them) end before sshd's privilege-separation dir goes.
+    with sshd_privsep():
+        try:
+            for ns in c.ns:
+                if Path("/run/netns", ns).exists():  # left by an earlier run of this test
+                    kill_namespace(ns)
+                    sh("ip", "netns", "del", ns)
+            veth_hosts(c.ns, c.veth, c.addr)
+            _write_configs(c)
+            sh(*munged_argv(c.dir), env=c.env)
+            for i, name in enumerate(c.names):
+                daemons = [f"/usr/sbin/sshd -f {c.dir / f'sshd-{name}.conf'} "
+                           f"-E {c.dir / 'log' / f'sshd-{name}.log'}"]
+                if i == 0:  # the controller lives on the first node
+                    daemons.append(f"{SBIN / 'slurmctld'} -i")
+                daemons.append(f"{SBIN / 'slurmd'} -N {name}")
+                sh(*c.on_node(i, " && ".join(daemons)), env=c.env, timeout=60)
+            wait_idle(c.states, 2, c.logs)
+            yield c
+        finally:
+            _teardown(c)
 
 
 @pytest.fixture(scope="module")
@@ -458,7 +357,7 @@ def test_a_node_dying_mid_job_fails_the_point_and_ends_the_job(cluster: Cluster,
         killed = time.monotonic()
         while job.poll() is None:
             # SLURM requeues a job it kills for a node failure: that would wait forever.
-            info = _sh(*cluster.client("scontrol", "-o", "show", "job"), env=cluster.env,
+            info = sh(*cluster.client("scontrol", "-o", "show", "job"), env=cluster.env,
                        check=False).stdout
             assert "Restarts=0" in info or "JobState=" not in info, \
                 f"the job was requeued after the node died:\n{info}{_why(cluster, out)}"
@@ -482,7 +381,7 @@ def test_a_node_dying_mid_job_fails_the_point_and_ends_the_job(cluster: Cluster,
     assert cluster.states().get(cluster.names[1], "").startswith("down"), cluster.states()
     # Nothing of the job is left on the surviving node.
     left = []
-    for pid in _ns_pids(cluster.ns[0]):
+    for pid in ns_pids(cluster.ns[0]):
         with contextlib.suppress(psutil.Error):
             if "hvdscale" in " ".join(cmd := psutil.Process(pid).cmdline()):
                 left.append(cmd)

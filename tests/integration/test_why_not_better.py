@@ -13,7 +13,7 @@ import pytest
 
 from hvdscale.records.store import read_records
 from hvdscale.study import breakdown
-from hvdscale.study.report import collect
+from hvdscale.study.points import collect
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",

@@ -15,10 +15,16 @@ import numpy as np
 import pytest
 
 from hvdscale.config import load_config
-from hvdscale.core.batching.schedule import build_schedule, local_summary, make_schedule
-from hvdscale.core.data import BatchPlan, concat_batches, load_corpus, make_plan
+from hvdscale.core.batching import (
+    BatchPlan,
+    build_schedule,
+    local_summary,
+    make_plan,
+    make_schedule,
+)
+from hvdscale.core.data import concat_batches, load_corpus
 from hvdscale.core.world import is_gloo_launch
-from hvdscale.frameworks.torch import TorchAdapter
+from hvdscale.frameworks.torch import HorovodStrategy, TorchAdapter
 from hvdscale.strategies import make_strategy
 
 REL_TOL = 1e-5
@@ -43,7 +49,7 @@ def _plan(cfg, widx: int, nworkers: int) -> BatchPlan:
 
 def _distributed(cfg, world) -> tuple[np.ndarray, object, object, int]:
     """Train the epoch on this rank; returns (params, strategy, schedule, steps without batch)."""
-    strategy = make_strategy(cfg.strategy, "torch", world)
+    strategy = make_strategy(cfg.strategy, world, HorovodStrategy)
     widx = getattr(strategy, "worker_index", world.rank)
     nworkers = getattr(strategy, "num_workers", world.size)
     plan = _plan(cfg, widx, nworkers) if strategy.computes else None

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from hvdscale.config import load_config
-from hvdscale.core.batching.schedule import make_schedule
-from hvdscale.core.data import GlobalPlan, load_corpus, make_plan
+from hvdscale.core.batching import GlobalPlan, make_plan, make_schedule
+from hvdscale.core.data import load_corpus
 from hvdscale.core.world import is_gloo_launch
 from hvdscale.frameworks import load_framework
 from hvdscale.strategies import make_strategy
@@ -53,7 +53,7 @@ def _plan(cfg, widx: int, nworkers: int) -> GlobalPlan:
 
 def _distributed(cfg, world):
     """Train the epoch on this rank; returns (params, strategy, schedule, steps without batch)."""
-    strategy = make_strategy(cfg.strategy, FRAMEWORK, world)
+    strategy = make_strategy(cfg.strategy, world, load_framework(FRAMEWORK).HorovodStrategy)
     widx = getattr(strategy, "worker_index", world.rank)
     nworkers = getattr(strategy, "num_workers", world.size)
     plan = _plan(cfg, widx, nworkers) if strategy.computes else None

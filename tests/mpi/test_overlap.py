@@ -9,12 +9,22 @@ from __future__ import annotations
 import numpy as np
 
 from hvdscale.core.data import concat_batches
-from hvdscale.frameworks.torch import TorchAdapter
+from hvdscale.frameworks.torch import HorovodStrategy, TorchAdapter
 from hvdscale.strategies import make_strategy
-from tests.mpi.test_exactness import REL_TOL, _cfg, _plan, _rel
+from tests.exactness import config, plan
+from tests.mpi.test_exactness import REL_TOL
 
 K_STEPS = 4
 IDLE_STEP = 2  # the last rank has no batch at this step
+
+
+def _cfg(strategy: str, *extra: str):
+    return config("torch", strategy, *extra)
+
+
+def _rel(a: np.ndarray, b: np.ndarray) -> float:
+    """Relative distance of parameters ``a`` from ``b``."""
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
 def _has_batch(step: int, rank: int, size: int) -> bool:
@@ -22,10 +32,10 @@ def _has_batch(step: int, rank: int, size: int) -> bool:
 
 
 def _train(cfg, world) -> np.ndarray:
-    strategy = make_strategy(cfg.strategy, "torch", world)
+    strategy = make_strategy(cfg.strategy, world, HorovodStrategy)
     adapter = TorchAdapter(cfg.model, cfg.optim, cfg.model.src_vocab, cfg.model.tgt_vocab)
     strategy.setup(adapter)
-    batches = _plan(cfg, world.rank, world.size).batches()
+    batches = plan(cfg, world.rank, world.size).batches()
     for k in range(K_STEPS):
         batch = next(batches)
         strategy.step(batch if _has_batch(k, world.rank, world.size) else None)
@@ -35,7 +45,7 @@ def _train(cfg, world) -> np.ndarray:
 
 def _reference(cfg, size: int) -> np.ndarray:
     adapter = TorchAdapter(cfg.model, cfg.optim, cfg.model.src_vocab, cfg.model.tgt_vocab)
-    streams = [_plan(cfg, r, size).batches() for r in range(size)]
+    streams = [plan(cfg, r, size).batches() for r in range(size)]
     for k in range(K_STEPS):
         parts = [next(s) for s in streams]
         union = concat_batches([b for r, b in enumerate(parts) if _has_batch(k, r, size)])

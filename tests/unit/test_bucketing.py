@@ -9,23 +9,22 @@ import numpy as np
 import pytest
 
 from hvdscale.config import load_config, to_dict
-from hvdscale.core.batching.schedule import (
-    aligned_sequence,
-    build_schedule,
-    local_summary,
-    make_schedule,
-)
-from hvdscale.core.data import (
+from hvdscale.core.batching import (
     BatchPlan,
+    aligned_sequence,
     bucket_ids,
+    build_schedule,
     geometric_boundaries,
-    load_corpus,
+    local_summary,
     make_plan,
+    make_schedule,
     per_rank_token_budget,
 )
+from hvdscale.core.data import load_corpus
 from hvdscale.core.meter import StepMeter, idle_times, summarize
 from hvdscale.errors import ConfigError, HvdscaleError
-from hvdscale.study.report import collect, markdown
+from hvdscale.study.points import collect
+from hvdscale.study.tables import markdown
 
 BASE = ["data.synthetic.sentences_per_rank=300", "data.synthetic.max_len=60",
         "data.synthetic.mean_len=12", "data.batch_size=16", "data.bucketing.enabled=true"]

@@ -8,16 +8,15 @@ import numpy as np
 import pytest
 
 from hvdscale.config import load_config
+from hvdscale.core.batching import BatchPlan, per_rank_batch_size
 from hvdscale.core.data import (
     BOS,
     EOS,
     PAD,
-    BatchPlan,
     collate,
     concat_batches,
     load_corpus,
     load_text,
-    per_rank_batch_size,
 )
 from hvdscale.errors import HvdscaleError
 

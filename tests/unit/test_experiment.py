@@ -10,8 +10,9 @@ import pytest
 
 from hvdscale.config import load_config, to_dict
 from hvdscale.records.store import append_record, read_records, record_key
-from hvdscale.study.report import collect, open_failures, write_report
-from hvdscale.study.sweep import plan_sweep, recorded
+from hvdscale.study.points import collect
+from hvdscale.study.report import open_failures, write_report
+from hvdscale.study.sweep import SweepRequest, plan_sweep, recorded
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -114,13 +115,14 @@ def test_side_by_side_framework_strategy_rnn_impl(tmp_path: Path) -> None:
 
 def test_sweep_skips_by_identity_not_by_raw_config(tmp_path: Path) -> None:
     cfg = ROOT / "configs" / "demo.yaml"
-    point = plan_sweep(cfg, "1", "horovod", out=tmp_path, check_out=False).points[0]
+    point = plan_sweep(SweepRequest(cfg, "1", "horovod", out=tmp_path), check_out=False).points[0]
     rec = {"status": "ok", "ranks": 1, "config": to_dict(point.cfg), "words_per_s": 1.0}
-    relabeled = plan_sweep(cfg, "1", "horovod", out=tmp_path, check_out=False,
-                           overrides=["name=renamed", "measure.step_timeout_s=60"]).points[0]
+    relabeled = plan_sweep(SweepRequest(cfg, "1", "horovod", out=tmp_path,
+                                        overrides=["name=renamed", "measure.step_timeout_s=60"]),
+                           check_out=False).points[0]
     assert recorded([rec], relabeled) is rec  # a label is not a new measurement
-    other = plan_sweep(cfg, "1", "horovod", out=tmp_path, check_out=False,
-                       overrides=["data.batch_size=3"]).points[0]
+    other = plan_sweep(SweepRequest(cfg, "1", "horovod", out=tmp_path,
+                                    overrides=["data.batch_size=3"]), check_out=False).points[0]
     assert recorded([rec], other) is None
 
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from hvdscale.errors import HvdscaleError
-from hvdscale.study import gemm
+from hvdscale.study import gemm, gemm_findings
 
 
 def _effective(lay: gemm.Layout) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -36,8 +36,8 @@ def _fresh_sweep(framework: str) -> dict:
     # A fresh interpreter: TensorFlow's thread pools can be sized only before its runtime
     # starts, and another test in this process may have started it already.
     code = ("import json; from hvdscale.study import gemm; print(json.dumps(gemm.measure_framework("
-            f"{framework!r}, [8], [3, 4], threads=1, gates=4, repeats=2, warmup=1, "
-            "min_time_s=1e-4, peak_size=32)))")
+            f"{framework!r}, gemm.GemmSpec([8], [3, 4], threads=1, gates=4, repeats=2, warmup=1, "
+            "min_time_s=1e-4, peak_size=32))))")
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                        timeout=300)
@@ -70,9 +70,9 @@ def test_findings_name_slower_larger_batches_and_pretranspose_wins() -> None:
             _row(512, 64, "NN", 110, 110),
             _row(512, 32, "TN", 50, 90), _row(512, 33, "TN", 50, 90),
             _row(512, 64, "TN", 80, 90)]
-    drops = gemm.slower_with_larger_batch(rows)
+    drops = gemm_findings.slower_with_larger_batch(rows)
     assert [(d["variant"], d["from_batch"], d["to_batch"]) for d in drops] == [("NN", 32, 33)]
-    (win,) = gemm.pretranspose_wins(rows)
+    (win,) = gemm_findings.pretranspose_wins(rows)
     assert (win["variant"], win["batches"], win["consistent"]) == ("TN", [32, 33, 64], True)
 
 

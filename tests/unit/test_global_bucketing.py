@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 
 from hvdscale.config import load_config
-from hvdscale.core.batching.schedule import build_schedule, local_summary
-from hvdscale.core.data import (
-    Corpus,
+from hvdscale.core.batching import (
     GlobalPlan,
     bucket_ids,
-    load_corpus,
+    build_schedule,
+    local_summary,
     make_plan,
     split_by_slots,
 )
+from hvdscale.core.data import Corpus, load_corpus
 from hvdscale.errors import ConfigError, HvdscaleError
-from hvdscale.train.runner import padding_summary
+from hvdscale.train.record import padding_summary
 
 PRIME = 1009  # sentences: no global batch size or rank count divides it
 

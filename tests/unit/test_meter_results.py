@@ -19,7 +19,8 @@ from hvdscale.records.store import (
     record_key,
     results_path,
 )
-from hvdscale.study.report import collect, write_report
+from hvdscale.study.points import collect
+from hvdscale.study.report import write_report
 
 
 def test_spread_median_mad_and_interval() -> None:

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from hvdscale.config import load_config
-from hvdscale.core.data import BatchPlan, load_corpus
+from hvdscale.core.batching import BatchPlan
+from hvdscale.core.data import load_corpus
 from hvdscale.frameworks.torch import TorchAdapter
 
 

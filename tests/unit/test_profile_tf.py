@@ -11,7 +11,7 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
-from hvdscale.study.profile import count_graph_ops, count_tf_kernels  # noqa: E402
+from hvdscale.frameworks.tf.profile import count_graph_ops, count_tf_kernels  # noqa: E402
 
 
 def _step_fn() -> tuple:

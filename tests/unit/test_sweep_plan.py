@@ -14,10 +14,11 @@ from hvdscale.config import to_dict
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.store import read_records
 from hvdscale.study import sweep
+from hvdscale.study.launcher import error_summary
 from hvdscale.study.sweep import (
     Outcome,
+    SweepRequest,
     SweepSpec,
-    error_summary,
     launch_command,
     parse_np,
     parse_strategies,
@@ -36,8 +37,8 @@ CONFIG = ROOT / "configs" / "demo.yaml"
 def _plan(tmp_path: Path, **kw: Any) -> SweepSpec:
     kw.setdefault("np", "1,2")
     kw.setdefault("strategies", "horovod,ps,independent")
-    kw.setdefault("env", dict(os.environ))
-    return plan_sweep(CONFIG, out=tmp_path / "out", check_out=False, **kw)
+    env = kw.pop("env", dict(os.environ))
+    return plan_sweep(SweepRequest(CONFIG, out=tmp_path / "out", **kw), env=env, check_out=False)
 
 
 def test_np_and_strategy_lists() -> None:
@@ -88,17 +89,18 @@ def test_bad_input_is_refused_before_launch(tmp_path: Path, kw: dict, needle: st
 
 def test_missing_config(tmp_path: Path) -> None:
     with pytest.raises(HvdscaleError, match="config file not found"):
-        plan_sweep(tmp_path / "none.yaml", "1", "horovod", out=tmp_path, check_out=False)
+        plan_sweep(SweepRequest(tmp_path / "none.yaml", "1", "horovod", out=tmp_path),
+                   check_out=False)
 
 
 def test_inside_slurm_the_allocation_bounds_the_ranks(tmp_path: Path) -> None:
     env = {**os.environ, "SLURM_JOB_ID": "7", "SLURM_NTASKS": "8"}
-    spec = plan_sweep(CONFIG, "8", "horovod", launcher="mpirun", out=tmp_path, check_out=False,
-                      env=env)
+    spec = plan_sweep(SweepRequest(CONFIG, "8", "horovod", launcher="mpirun", out=tmp_path),
+                      env=env, check_out=False)
     assert spec.points[-1].ranks == 8
     with pytest.raises(HvdscaleError, match="SLURM_NTASKS=8"):
-        plan_sweep(CONFIG, "16", "horovod", launcher="mpirun", out=tmp_path, check_out=False,
-                   env=env)
+        plan_sweep(SweepRequest(CONFIG, "16", "horovod", launcher="mpirun", out=tmp_path),
+                   env=env, check_out=False)
 
 
 def test_srun_outside_an_allocation_leaves_placement_to_slurm(tmp_path: Path) -> None:
@@ -147,8 +149,8 @@ def test_recorded_matches_config_and_ranks_only_for_ok(tmp_path: Path) -> None:
     assert recorded([ok], p) is ok
     assert recorded([{**ok, "status": "failed"}], p) is None
     assert recorded([{**ok, "ranks": 1}], p) is None
-    other = plan_sweep(CONFIG, "2", "horovod", out=tmp_path, check_out=False,
-                       overrides=["measure.steps=7"]).points[0]
+    other = plan_sweep(SweepRequest(CONFIG, "2", "horovod", out=tmp_path,
+                                    overrides=["measure.steps=7"]), check_out=False).points[0]
     assert recorded([ok], other) is None  # a changed setting is a new point
 
 
@@ -211,8 +213,8 @@ def test_a_point_that_wrote_its_record_then_overran_has_one_status(
 
 
 def test_frameworks_multiply_the_points_and_reach_the_launch(tmp_path: Path) -> None:
-    spec = sweep.plan_sweep(CONFIG, "1,2", "horovod,ps", out=tmp_path, frameworks="torch,tf",
-                            env={"PATH": os.environ["PATH"]})
+    spec = sweep.plan_sweep(SweepRequest(CONFIG, "1,2", "horovod,ps", out=tmp_path,
+                                         frameworks="torch,tf"), env={"PATH": os.environ["PATH"]})
     got = [(p.ranks, p.cfg.framework, p.strategy) for p in spec.points]
     assert got == [(n, f, s) for n in (1, 2) for f in ("torch", "tf") for s in ("horovod", "ps")]
     tf_point = next(p for p in spec.points if p.cfg.framework == "tf")
@@ -221,7 +223,8 @@ def test_frameworks_multiply_the_points_and_reach_the_launch(tmp_path: Path) -> 
 
 
 def test_frameworks_default_to_the_configs_own(tmp_path: Path) -> None:
-    spec = sweep.plan_sweep(CONFIG, "1", "horovod", out=tmp_path, overrides=["framework=tf"],
+    spec = sweep.plan_sweep(SweepRequest(CONFIG, "1", "horovod", out=tmp_path,
+                                         overrides=["framework=tf"]),
                             env={"PATH": os.environ["PATH"]})
     assert [p.cfg.framework for p in spec.points] == ["tf"]
 
@@ -229,7 +232,7 @@ def test_frameworks_default_to_the_configs_own(tmp_path: Path) -> None:
 @pytest.mark.parametrize("bad", ["", "torch,mxnet", "TF"])
 def test_bad_frameworks_are_one_clear_error(bad: str, tmp_path: Path) -> None:
     with pytest.raises(HvdscaleError, match="--frameworks: unknown framework"):
-        sweep.plan_sweep(CONFIG, "1", "horovod", out=tmp_path, frameworks=bad,
+        sweep.plan_sweep(SweepRequest(CONFIG, "1", "horovod", out=tmp_path, frameworks=bad),
                          env={"PATH": os.environ["PATH"]})
 
 

@@ -23,7 +23,9 @@ import pytest
 import torch
 
 from hvdscale.config import ModelConfig, load_config
-from hvdscale.core.data import Batch, BatchPlan, load_corpus
+from hvdscale.core.batching import BatchPlan
+from hvdscale.core.data import Batch, load_corpus
+from hvdscale.models import ModelSizes
 from hvdscale.models import tf as tf_models
 from hvdscale.models import torch as torch_models
 
@@ -41,8 +43,7 @@ CASES = {
 
 
 def _model_args(m: ModelConfig, src_vocab: int, tgt_vocab: int) -> list:
-    return [m.kind, m.rnn_impl, src_vocab, tgt_vocab, m.embed_dim, m.hidden_size,
-            m.encoder_layers, m.decoder_layers, m.bidirectional, m.attention]
+    return [m.kind, m.rnn_impl, ModelSizes.from_config(m, src_vocab, tgt_vocab)]
 
 
 def _setup(case: str, impl: str) -> tuple[ModelConfig, Batch]:

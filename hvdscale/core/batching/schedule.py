@@ -24,11 +24,11 @@ and works the same for every strategy.
   allgather carries each rank's batch counts per bucket, and the bucket sequence is drawn from
   the data seed, identically everywhere.
 * ``global``: every rank derives the same global batches from the whole corpus
-  (``data.GlobalPlan``) and takes its part of each; the step count is the number of global
-  batches, known on every rank without communication. The allgather then only checks that the
-  ranks agree (a different corpus file on one host would otherwise train silently on a
-  different split) and carries each rank's non-empty parts for the record. A rank whose part
-  of a step is empty gets None, as a rank out of batches does above.
+  (``hvdscale.core.batching.plan.GlobalPlan``) and takes its part of each; the step count is
+  the number of global batches, known on every rank without communication. The allgather then
+  only checks that the ranks agree (a different corpus file on one host would otherwise train
+  silently on a different split) and carries each rank's non-empty parts for the record. A
+  rank whose part of a step is empty gets None, as a rank out of batches does above.
 
 ``make_schedule`` does the collective; ``build_schedule`` is pure, so a test can rebuild every
 rank's stream in one process.
@@ -45,7 +45,8 @@ from typing import Any
 import numpy as np
 
 from hvdscale.config import MeasureConfig
-from hvdscale.core.data import Batch, BatchPlan, GlobalPlan
+from hvdscale.core.batching.plan import BatchPlan, GlobalPlan
+from hvdscale.core.data import Batch
 from hvdscale.core.world import World
 from hvdscale.errors import HvdscaleError
 

@@ -12,8 +12,23 @@ from hvdscale.frameworks.tf.adapter import (
     gpu_provenance,
     make_adapter,
     set_threads,
+    tensor_sizes,
     use_device,
 )
+from hvdscale.frameworks.tf.horovod import HOROVOD, HorovodTF
+from hvdscale.frameworks.tf.horovod import HorovodTF as HorovodStrategy
 
-__all__ = ["FRAMEWORK", "TFAdapter", "TFOptimizer", "gpu_count", "gpu_provenance",
-           "make_adapter", "set_threads", "use_device"]
+__all__ = [
+    "FRAMEWORK",
+    "HOROVOD",
+    "HorovodStrategy",
+    "HorovodTF",
+    "TFAdapter",
+    "TFOptimizer",
+    "gpu_count",
+    "gpu_provenance",
+    "make_adapter",
+    "set_threads",
+    "tensor_sizes",
+    "use_device",
+]

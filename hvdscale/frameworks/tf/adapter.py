@@ -11,8 +11,8 @@ signature leaves batch and time dimensions open). Gradients are kept in variable
 written here with PyTorch's update rules (``shard_optim`` has the same rules in numpy), so both
 frameworks and every strategy train the same function.
 
-Horovod's TensorFlow integration (``strategies.horovod.HorovodTF``) also uses ``variables``,
-``optimizer_variables``, ``kind`` and ``set_tape_wrapper``, documented below.
+Horovod's TensorFlow integration (``HorovodTF`` in this package's ``horovod`` module) also uses
+``variables``, ``optimizer_variables``, ``kind`` and ``set_tape_wrapper``, documented below.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from hvdscale.config import ModelConfig, OptimConfig
 from hvdscale.core.data import Batch
 from hvdscale.core.device import CPU, Placement
 from hvdscale.frameworks.shard_optim import NumpyShardOptimizer
+from hvdscale.models import ModelSizes
 from hvdscale.strategies.base import Scale
 
 # absl lines below TF_CPP_MIN_LOG_LEVEL: I (0) and W (1) lines, and absl's notice that it logs
@@ -183,10 +184,9 @@ class TFAdapter:
         self.copy_s = 0.0
         """Seconds copying the flat buffers between the variables and numpy."""
         self.kind = model_cfg.kind
-        self.model = build_model(model_cfg.kind, model_cfg.rnn_impl, src_vocab, tgt_vocab,
-                                 model_cfg.embed_dim, model_cfg.hidden_size,
-                                 model_cfg.encoder_layers, model_cfg.decoder_layers,
-                                 model_cfg.bidirectional, model_cfg.attention, model_cfg.seed)
+        self.model = build_model(model_cfg.kind, model_cfg.rnn_impl,
+                                 ModelSizes.from_config(model_cfg, src_vocab, tgt_vocab),
+                                 model_cfg.seed)
         self.variables: list[tf.Variable] = list(self.model.trainable_variables)  # torch order
         self._names = list(self.model.param_names())
         self._sizes = [int(np.prod(v.shape)) for v in self.variables]
@@ -351,3 +351,12 @@ def make_adapter(model_cfg: ModelConfig, optim_cfg: OptimConfig, src_vocab: int,
                  tgt_vocab: int, placement: Placement = CPU) -> TFAdapter:
     """The TensorFlow adapter for a run (see ``hvdscale.frameworks.base.Framework``)."""
     return TFAdapter(model_cfg, optim_cfg, src_vocab, tgt_vocab, placement)
+
+
+def tensor_sizes(model_cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> list[tuple[str, int]]:
+    """(name, element count) of each parameter tensor, in flat-buffer order (see
+    ``hvdscale.frameworks.base.Framework``): the same layout as the PyTorch twin's. The model is
+    built (its variables allocated) and dropped: TensorFlow has no shapes-only build."""
+    model = build_model(model_cfg.kind, model_cfg.rnn_impl,
+                        ModelSizes.from_config(model_cfg, src_vocab, tgt_vocab), model_cfg.seed)
+    return [(n, int(np.prod(v.shape))) for n, v in model.named_parameters()]

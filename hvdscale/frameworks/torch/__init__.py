@@ -13,8 +13,24 @@ from hvdscale.frameworks.torch.adapter import (
     make_adapter,
     make_optimizer,
     set_threads,
+    tensor_sizes,
     use_device,
 )
+from hvdscale.frameworks.torch.horovod import HOROVOD, HorovodTorch
+from hvdscale.frameworks.torch.horovod import HorovodTorch as HorovodStrategy
 
-__all__ = ["FRAMEWORK", "ShardOptimizer", "TorchAdapter", "gpu_count", "gpu_provenance",
-           "make_adapter", "make_optimizer", "set_threads", "use_device"]
+__all__ = [
+    "FRAMEWORK",
+    "HOROVOD",
+    "HorovodStrategy",
+    "HorovodTorch",
+    "ShardOptimizer",
+    "TorchAdapter",
+    "gpu_count",
+    "gpu_provenance",
+    "make_adapter",
+    "make_optimizer",
+    "set_threads",
+    "tensor_sizes",
+    "use_device",
+]

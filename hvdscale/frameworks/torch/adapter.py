@@ -6,7 +6,7 @@ contiguous tensor), so on CPU ``params_buffer``/``grads_buffer`` cost nothing an
 tested without one) the numpy buffers are (pinned) host copies: ``params_buffer``/
 ``grads_buffer`` copy device to host, ``params_changed`` host to device, and the seconds spent
 are counted in ``copy_s``, apart from any network time. Horovod's PyTorch integration
-(``strategies.horovod.HorovodTorch``) also uses ``model``, ``optimizer`` and
+(``HorovodTorch`` in this package's ``horovod`` module) also uses ``model``, ``optimizer`` and
 ``restore_grad_views``, documented below.
 """
 
@@ -22,6 +22,7 @@ import torch
 from hvdscale.config import ModelConfig, OptimConfig
 from hvdscale.core.data import Batch
 from hvdscale.core.device import CPU, Placement
+from hvdscale.models import ModelSizes
 from hvdscale.models.torch import build_model
 from hvdscale.strategies.base import Scale
 
@@ -98,10 +99,8 @@ class TorchAdapter:
         self.placement = placement
         self.device = torch.device(placement.name)
         self._cuda = placement.kind == "cuda"
-        self.model = build_model(model_cfg.kind, model_cfg.rnn_impl, src_vocab, tgt_vocab,
-                                 model_cfg.embed_dim, model_cfg.hidden_size,
-                                 model_cfg.encoder_layers, model_cfg.decoder_layers,
-                                 model_cfg.bidirectional, model_cfg.attention)
+        self.model = build_model(model_cfg.kind, model_cfg.rnn_impl,
+                                 ModelSizes.from_config(model_cfg, src_vocab, tgt_vocab))
         # Initialised on the CPU from the seed, then moved: the same initial values on any device.
         self.model.to(self.device)
         self.optim_cfg = optim_cfg
@@ -258,6 +257,15 @@ def make_adapter(model_cfg: ModelConfig, optim_cfg: OptimConfig, src_vocab: int,
                  tgt_vocab: int, placement: Placement = CPU) -> TorchAdapter:
     """The PyTorch adapter for a run (see ``hvdscale.frameworks.base.Framework``)."""
     return TorchAdapter(model_cfg, optim_cfg, src_vocab, tgt_vocab, placement)
+
+
+def tensor_sizes(model_cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> list[tuple[str, int]]:
+    """(name, element count) of each trainable parameter tensor, in flat-buffer order (see
+    ``hvdscale.frameworks.base.Framework``). Built on the meta device: shapes only, no memory."""
+    with torch.device("meta"):
+        model = build_model(model_cfg.kind, model_cfg.rnn_impl,
+                            ModelSizes.from_config(model_cfg, src_vocab, tgt_vocab))
+    return [(n, p.numel()) for n, p in model.named_parameters() if p.requires_grad]
 
 
 class ShardOptimizer:

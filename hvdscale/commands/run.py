@@ -1,0 +1,57 @@
+"""``hvdscale run``: train and measure one configuration on the launched ranks."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from hvdscale.commands import common
+
+NAME = "run"
+# Runs on every rank of a job: the caller (cli) ends the whole job on any error, so no rank
+# waits in a collective for one that has failed.
+ON_EVERY_RANK = True
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """The ``run`` parser."""
+    r = subparsers.add_parser(
+        NAME, help="train and measure one configuration on the launched ranks",
+        description="Run under mpirun/horovodrun/srun (or alone as one rank).")
+    common.add_config(r)
+    common.add_set(r, "override a config key, e.g. strategy.name=independent (repeatable)")
+    common.add_out(r)
+    r.add_argument("--progress-every", type=common.seconds, default=10.0, metavar="S",
+                   help="rank 0's progress: a plain line every S seconds when output is a file "
+                   "or pipe (default: 10); on a terminal it is one live line")
+    r.add_argument("--quiet", action="store_true",
+                   help="no progress report; only the final summary line")
+    return r
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Train on this rank; rank 0 prints the one-line summary. Errors propagate to the caller."""
+    from hvdscale.core.progress import ProgressSettings, start_progress
+    from hvdscale.core.world import launch_rank
+
+    progress = start_progress(ProgressSettings(args.progress_every, args.quiet), launch_rank())
+    try:
+        from hvdscale.config import load_config
+
+        cfg = load_config(args.config, args.set)
+        from hvdscale.train import runner
+
+        record = runner.run(cfg, args.out, argv=sys.argv, progress=progress)
+    finally:
+        progress.close()  # the summary line (or the error) takes the live line's place
+    if record is not None:
+        print(_one_line(record), flush=True)
+    return 0
+
+
+def _one_line(rec: dict) -> str:
+    k = rec["key"]
+    return (f"hvdscale: {k['model']}/{rec['config']['framework']}/{k['rnn_impl']}/{k['strategy']} "
+            f"ranks={rec['ranks']} words/s={rec['words_per_s']:.1f} "
+            f"step={rec['step_time']['median'] * 1e3:.1f}ms "
+            f"(+-{rec['step_time']['jitter'] * 1e3:.1f}) loss={rec['final_loss']:.4f}")

@@ -1,0 +1,83 @@
+"""``hvdscale sweep``: one launch per (ranks, framework, strategy) point, then the report."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+
+from hvdscale.commands import common
+
+NAME = "sweep"
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """The ``sweep`` parser."""
+    sw = subparsers.add_parser(
+        NAME, help="run every (ranks, framework, strategy) point as its own launch, then "
+        "the report",
+        description="Launch each point with mpirun, horovodrun or srun, one progress line per "
+        "point; a failed point is recorded as failed and the sweep goes on; points already "
+        "recorded (same config and ranks) are skipped unless --redo. Ends with the report.")
+    common.add_config(sw)
+    sw.add_argument("--np", required=True, metavar="N,N,...",
+                    help="rank counts, comma-separated, e.g. 1,2,4")
+    sw.add_argument("--strategies", default="horovod,ps,independent", metavar="S,S,...",
+                    help="strategies, comma-separated (default: horovod,ps,independent)")
+    sw.add_argument("--frameworks", default=None, metavar="F,F,...",
+                    help="frameworks, comma-separated: torch, tf (default: the config's)")
+    common.add_launcher(sw, "how each point is launched (default: mpirun)")
+    common.add_hostfile(sw, "'HOST slots=N' hostfile for mpirun or horovodrun (validated first)")
+    sw.add_argument("--network-interfaces", default=None, metavar="NIC",
+                    help="interface(s) the ranks talk over, e.g. eth0 (multi-host)")
+    sw.add_argument("--launcher-args", default="", metavar="ARGS",
+                    help="extra launcher arguments, one shell-quoted string")
+    common.add_set(sw, common.FOR_EVERY_POINT)
+    common.add_out(sw)
+    common.add_timeout(sw)
+    sw.add_argument("--redo", action="store_true",
+                    help="measure points again even when already recorded")
+    sw.add_argument("--progress-every", type=common.seconds, default=None, metavar="S",
+                    help="seconds between the progress lines each point writes to its log "
+                    "(logs/*.stdout; default: hvdscale run's 10)")
+    common.add_no_plot(sw, "report without PNG plots")
+    sw.add_argument("--dry-run", action="store_true",
+                    help="check the input and print each point's command; launch nothing")
+    return sw
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Plan (all input checked, nothing launched), run the points, write and print the report.
+
+    Returns 0 when every point is recorded ok, 1 when some point failed (after the report).
+    """
+    from hvdscale.study import sweep
+    from hvdscale.study.report import write_report
+
+    spec = sweep.plan_sweep(sweep.SweepRequest(
+        args.config, args.np, args.strategies, launcher=args.launcher, hostfile=args.hostfile,
+        out=args.out, overrides=args.set, network_interfaces=args.network_interfaces,
+        launcher_args=args.launcher_args, timeout_s=args.timeout, redo=args.redo,
+        frameworks=args.frameworks, progress_every=args.progress_every),
+        check_out=not args.dry_run)
+    say = functools.partial(print, flush=True)
+    if args.dry_run:
+        sweep.dry_run(spec, say)
+        return 0
+    where = f" on {spec.hostfile.describe()}" if spec.hostfile else ""
+    fws = f"{args.frameworks} x " if args.frameworks else ""
+    say(f"hvdscale sweep: {len(spec.points)} points ({args.np} ranks x {fws}"
+        f"{args.strategies}) with {spec.launcher}{where} into {spec.out}")
+    try:
+        result = sweep.run_sweep(spec, say)
+    except KeyboardInterrupt:
+        # The running point's launcher and ranks are already ended (run_point); finished
+        # points stay recorded, so rerunning the same command resumes where this stopped.
+        print("hvdscale sweep: interrupted; rerun the same command to go on", file=sys.stderr)
+        return 130
+    print(write_report(spec.out, plot=not args.no_plot), end="", flush=True)
+    if result.failed:
+        say(f"hvdscale sweep: {len(result.failed)} of {len(result.outcomes)} points failed "
+            "(see 'Failed points' above and the logs)")
+        return 1
+    return 0

@@ -1,0 +1,74 @@
+"""The network trained and its optimizer: read only by the model builders and the adapters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from hvdscale.config.fields import check as _check
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The network trained; read only by the model builders."""
+
+    kind: Literal["nmt", "lm"] = "nmt"
+    """``nmt``: seq2seq LSTM translation model; ``lm``: RNN language model."""
+    rnn_impl: Literal["fused", "loop"] = "fused"
+    """``fused``: the library kernel (``nn.LSTM``, the seed notes' cudnn_lstm); ``loop``: an
+    explicit per-time-step cell loop (the seed notes' dynamic_rnn)."""
+    embed_dim: int = 64
+    """Embedding width."""
+    hidden_size: int = 64
+    """LSTM state size (a bidirectional encoder splits it between the two directions)."""
+    encoder_layers: int = 1
+    """Encoder LSTM layers (nmt) or LSTM layers (lm)."""
+    decoder_layers: int = 1
+    """Decoder LSTM layers (nmt only)."""
+    bidirectional: bool = True
+    """Bidirectional encoder (the seed notes' ``--direction=bi``)."""
+    attention: bool = False
+    """Luong-style dot attention over the encoder outputs (nmt only)."""
+    src_vocab: int = 1000
+    """Source vocabulary size; with text corpora, 0 takes it from the data."""
+    tgt_vocab: int = 1000
+    """Target vocabulary size (nmt; the lm uses ``src_vocab``); 0 takes it from the data."""
+    seed: int = 1234
+    """Seed of the initial parameters (rank 0's are broadcast where the strategy syncs)."""
+
+    def __post_init__(self) -> None:
+        _check(self.kind in ("nmt", "lm"), "model.kind", "must be 'nmt' or 'lm'", self.kind)
+        _check(self.rnn_impl in ("fused", "loop"), "model.rnn_impl", "must be 'fused' or 'loop'",
+               self.rnn_impl)
+        for name in ("embed_dim", "hidden_size", "encoder_layers", "decoder_layers"):
+            _check(getattr(self, name) >= 1, f"model.{name}", "must be >= 1", getattr(self, name))
+        if self.bidirectional and self.kind == "nmt":
+            _check(self.hidden_size % 2 == 0, "model.hidden_size",
+                   "must be even with a bidirectional encoder", self.hidden_size)
+        for name in ("src_vocab", "tgt_vocab"):
+            v = getattr(self, name)
+            _check(v == 0 or v >= 5, f"model.{name}", "must be 0 (from data) or >= 5", v)
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """The optimizer, identical under every strategy so all train the same function."""
+
+    name: Literal["sgd", "momentum", "adam"] = "sgd"
+    """``sgd``, ``momentum`` (heavy-ball SGD) or ``adam``."""
+    lr: float = 0.5
+    """Learning rate, applied to the token-averaged gradient."""
+    momentum: float = 0.9
+    """Momentum for ``momentum``."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """Adam's betas."""
+    eps: float = 1e-8
+    """Adam's epsilon."""
+
+    def __post_init__(self) -> None:
+        _check(self.name in ("sgd", "momentum", "adam"), "optim.name",
+               "must be sgd, momentum or adam", self.name)
+        _check(self.lr > 0, "optim.lr", "must be > 0", self.lr)
+        _check(0 <= self.momentum < 1, "optim.momentum", "must be in [0, 1)", self.momentum)
+        _check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), "optim.betas",
+               "must be two values in [0, 1)", list(self.betas))

@@ -1,0 +1,144 @@
+"""One run: the whole YAML file (measurement, threads, device and the sections), and the check
+of a config against the launch that runs it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from hvdscale.config.data import DataConfig
+from hvdscale.config.fields import check as _check
+from hvdscale.config.model import ModelConfig, OptimConfig
+from hvdscale.config.strategy import StrategyConfig
+from hvdscale.errors import ConfigError
+from hvdscale.registry import FRAMEWORKS
+
+
+@dataclass(frozen=True)
+class MeasureConfig:
+    """What is timed."""
+
+    warmup_steps: int = 10
+    """Steps run before timing starts (the seed notes: the first batches pay for allocation)."""
+    steps: int = 20
+    """Measured steps."""
+    step_timeout_s: float = 0.0
+    """End the job when one step takes longer than this (0: no limit)."""
+    run_timeout_s: float | None = None
+    """End the job when the whole run (start-up, data loading, set-up, training, the closing
+    barriers and gather) takes longer than this, naming the phase and the rank that did not
+    arrive; 0: no limit. None (default) scales with the configured work: 600 s + 30 s per step
+    (warm-up included), or 600 s + 3600 s per epoch with ``epochs``."""
+    epochs: int = 0
+    """0: measure ``steps`` steps from an endless stream of batches (every rank always has one).
+    N >= 1: measure N whole epochs instead (``steps`` is then ignored): each rank trains on
+    all of its own batches, and with bucketing ranks hold different numbers of them. The ranks
+    agree on the step count up front (the most batches any rank has); a rank that has run out
+    takes part in the remaining steps with no batch (zero gradient, zero tokens: exact) and that
+    time is recorded as idle. Warm-up steps come before the epochs, from extra batches."""
+
+    def __post_init__(self) -> None:
+        _check(self.warmup_steps >= 0, "measure.warmup_steps", "must be >= 0", self.warmup_steps)
+        _check(self.steps >= 1, "measure.steps", "must be >= 1", self.steps)
+        _check(self.epochs >= 0, "measure.epochs", "must be >= 0", self.epochs)
+        _check(self.step_timeout_s >= 0, "measure.step_timeout_s", "must be >= 0",
+               self.step_timeout_s)
+        _check(self.run_timeout_s is None or self.run_timeout_s >= 0, "measure.run_timeout_s",
+               "must be >= 0 (0: no limit) or null (scaled with the work)", self.run_timeout_s)
+
+    def run_deadline_s(self) -> float:
+        """The whole run's time limit in seconds (0: none); see ``run_timeout_s``."""
+        if self.run_timeout_s is not None:
+            return self.run_timeout_s
+        if self.epochs:
+            return 600.0 + 3600.0 * self.epochs + 30.0 * self.warmup_steps
+        return 600.0 + 30.0 * (self.warmup_steps + self.steps)
+
+
+@dataclass(frozen=True)
+class ThreadsConfig:
+    """Compute threads per rank; recorded in every record."""
+
+    intra_op: int = 0
+    """Intra-op threads; 0 gives the machine's cores divided among the ranks on it (at least 1)."""
+    inter_op: int = 1
+    """Inter-op threads."""
+    mpi_yield: Literal["auto", "on", "off"] = "auto"
+    """OpenMPI's mpi_yield_when_idle: waiting ranks yield the core instead of spinning. ``auto``
+    turns it on when the ranks' compute threads plus Horovod's background thread outnumber the
+    host's cores (measured here: otherwise the spinning steals the compute core)."""
+
+    def __post_init__(self) -> None:
+        _check(self.mpi_yield in ("auto", "on", "off"), "threads.mpi_yield",
+               "must be auto, on or off", self.mpi_yield)
+        _check(self.intra_op >= 0, "threads.intra_op", "must be >= 0", self.intra_op)
+        _check(self.inter_op >= 1, "threads.inter_op", "must be >= 1", self.inter_op)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One run: the whole YAML file."""
+
+    name: str = "run"
+    """Label of the run in records and reports."""
+    framework: str = "torch"
+    """Deep-learning framework: ``torch`` (PyTorch) or ``tf`` (TensorFlow). Picks the model
+    implementation, the adapter and Horovod's integration; the other framework is never
+    imported."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """Model section."""
+    data: DataConfig = field(default_factory=DataConfig)
+    """Data section."""
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    """Optimizer section."""
+    strategy: StrategyConfig = field(default_factory=StrategyConfig)
+    """Gradient-sharing strategy section."""
+    measure: MeasureConfig = field(default_factory=MeasureConfig)
+    """Measurement section."""
+    threads: ThreadsConfig = field(default_factory=ThreadsConfig)
+    """Thread section."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where each rank computes: ``auto`` (a GPU per local rank when the process sees one, else
+    the CPU), ``cpu``, or ``cuda`` (an error at start-up on every rank when no GPU is visible).
+    Rank r uses GPU ``local_rank % visible GPUs``; more ranks than GPUs on a host share them,
+    with a warning, and the record's ``device.per_rank[].shared_by`` says so."""
+
+    def __post_init__(self) -> None:
+        # The registry's names, in the words a Literal field's check uses.
+        _check(self.framework in FRAMEWORKS, "framework",
+               f"must be one of {', '.join(FRAMEWORKS)}", self.framework)
+        _check(self.device in ("auto", "cpu", "cuda"), "device",
+               "must be 'auto', 'cpu' or 'cuda'", self.device)
+        _check(self.framework == "tf" or self.strategy.horovod.embedding_grads == "dense",
+               "strategy.horovod.embedding_grads", "'gathered' applies to framework=tf only",
+               self.strategy.horovod.embedding_grads)
+        if self.data.source == "text" and self.model.kind == "nmt":
+            _check(bool(self.data.text.tgt), "data.text.tgt",
+                   "must name the target-side file for model.kind=nmt", self.data.text.tgt)
+
+
+def check_launch(cfg: RunConfig, ranks: int, mpi: bool) -> None:
+    """Reject a config that ``ranks`` ranks cannot run (the runner checks it on every rank,
+    the sweep for every point before the first launch).
+
+    Args:
+        cfg: the run config.
+        ranks: ranks of the job.
+        mpi: whether the job is an MPI job (not ``horovodrun --gloo``).
+
+    Raises:
+        ConfigError: a parameter server without MPI, more servers than ranks, or dedicated
+            servers that leave no worker.
+    """
+    s = cfg.strategy
+    if s.name != "ps":
+        return
+    if not mpi:
+        raise ConfigError("strategy.name=ps needs an MPI launch (mpirun, srun --mpi=pmix, "
+                          "or horovodrun without --gloo)")
+    if s.ps.num_servers > ranks:
+        raise ConfigError(f"strategy.ps.num_servers={s.ps.num_servers} is more than the "
+                          f"{ranks} ranks of this job")
+    if s.ps.placement == "dedicated" and s.ps.num_servers >= ranks:
+        raise ConfigError(f"strategy.ps.placement=dedicated with num_servers="
+                          f"{s.ps.num_servers} leaves no worker among {ranks} ranks")

@@ -1,0 +1,148 @@
+"""How gradients are shared: Horovod's settings, the parameter server's, and the choice."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from hvdscale.config.fields import check as _check
+
+OVERLAP_MODES = ("hooks", "after-backward")
+
+
+@dataclass(frozen=True)
+class HorovodConfig:
+    """Horovod settings; exported to the environment before ``hvd.init()`` on every rank.
+
+    ``None`` keeps Horovod's own default (0.28.1, ``horovod/common/operations.cc``: fusion
+    threshold 128 MiB, cycle time 1 ms, response cache 1024 entries).
+    """
+
+    op: Literal["sum", "average"] = "sum"
+    """Reduction op of the gradient allreduce. Both give the exact token-weighted update: the
+    local loss is scaled by 1/global_tokens (sum) or size/global_tokens (average)."""
+    compression: Literal["none", "fp16"] = "none"
+    """Gradient compression on the wire."""
+    overlap: Literal["hooks", "after-backward"] = "hooks"
+    """``hooks`` (Horovod's way): each gradient is allreduced from a backward hook as soon as it
+    is ready, overlapping the rest of backward. ``after-backward``: one allreduce of the flat
+    gradient buffer once backward is done (a single request per step, so the background thread
+    negotiates and wakes up less)."""
+    fusion_threshold_mb: float | None = None
+    """HOROVOD_FUSION_THRESHOLD in MiB (0 turns tensor fusion off); None keeps Horovod's default
+    of 128 MiB."""
+    cycle_time_ms: float | None = None
+    """HOROVOD_CYCLE_TIME in ms: how often the background thread looks for ready tensors; None
+    keeps Horovod's default of 1 ms."""
+    num_groups: int = 0
+    """Grouped allreduce: split the gradients into this many groups, each allreduced as one
+    request (``hooks``: Horovod's ``groups=`` of ``DistributedOptimizer``; ``after-backward``:
+    the flat buffer in this many slices, one grouped request). 0: no groups."""
+    cache_capacity: int | None = None
+    """HOROVOD_CACHE_CAPACITY: response cache entries (0 turns the cache off); None keeps
+    Horovod's default of 1024."""
+    hierarchical_allreduce: bool = False
+    """HOROVOD_HIERARCHICAL_ALLREDUCE: allreduce within each host, then across hosts. Horovod
+    uses it only with several hosts and only in NCCL/DDL builds; the record says whether it was
+    in force."""
+    thread_affinity: tuple[int, ...] = ()
+    """HOROVOD_THREAD_AFFINITY: the core of each local rank's background thread, one entry per
+    rank on a host (e.g. [0, 1]); empty leaves the thread unpinned."""
+    timeline: str = ""
+    """Horovod timeline (chrome://tracing JSON): ``""`` off; ``auto`` writes it into the results
+    directory (``timelines/``); any other value is the file's path. Summarised into the record."""
+    timeline_steps: int = 5
+    """With a timeline: steps captured. With a fixed step count they run after the measured
+    window (so tracing never slows a timed step; they train too, after the record's
+    fingerprint is taken); with ``measure.epochs`` they are the first measured steps. 0
+    captures the whole run from ``hvd.init()``."""
+    autotune: bool = False
+    """HOROVOD_AUTOTUNE: let Horovod tune fusion threshold and cycle time online (leave
+    ``fusion_threshold_mb`` and ``cycle_time_ms`` unset, or Horovod keeps them fixed)."""
+    autotune_log: str = ""
+    """HOROVOD_AUTOTUNE_LOG: CSV of the autotuner's trials (``auto``: into the results
+    directory); parsed into the record."""
+    autotune_steps_per_sample: int = 10
+    """HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE (Horovod's default 10; a trial is 5 samples)."""
+    autotune_warmup_samples: int = 3
+    """HOROVOD_AUTOTUNE_WARMUP_SAMPLES: trials discarded first (Horovod's default 3)."""
+    autotune_bayes_samples: int = 20
+    """HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES: Bayesian-optimisation trials (Horovod's default
+    20)."""
+    stall_check_s: float = 60.0
+    """HOROVOD_STALL_CHECK_TIME_SECONDS: warn when a rank has not joined a collective."""
+    embedding_grads: Literal["dense", "gathered"] = "dense"
+    """TensorFlow only (PyTorch's embedding gradients are dense): ``dense`` converts the
+    embeddings' IndexedSlices gradients to dense tensors and allreduces them; ``gathered``
+    allgathers the touched rows and their indices instead (``sparse_as_dense=False``). Dense is
+    the default by measurement at np=2 (bench/BENCHMARKS.md, issue 10)."""
+
+    def __post_init__(self) -> None:
+        k = "strategy.horovod."
+        _check(self.op in ("sum", "average"), k + "op", "must be sum or average", self.op)
+        _check(self.compression in ("none", "fp16"), k + "compression",
+               "must be none or fp16", self.compression)
+        _check(self.overlap in OVERLAP_MODES, k + "overlap",
+               f"must be one of {', '.join(OVERLAP_MODES)}", self.overlap)
+        if self.fusion_threshold_mb is not None:
+            _check(0 <= self.fusion_threshold_mb <= 8192, k + "fusion_threshold_mb",
+                   "must be in [0, 8192] MiB", self.fusion_threshold_mb)
+        if self.cycle_time_ms is not None:
+            _check(0 < self.cycle_time_ms <= 10000, k + "cycle_time_ms",
+                   "must be in (0, 10000]", self.cycle_time_ms)
+        _check(self.num_groups >= 0, k + "num_groups", "must be >= 0", self.num_groups)
+        if self.cache_capacity is not None:
+            _check(self.cache_capacity >= 0, k + "cache_capacity", "must be >= 0",
+                   self.cache_capacity)
+        _check(all(c >= 0 for c in self.thread_affinity), k + "thread_affinity",
+               "must list core ids >= 0", list(self.thread_affinity))
+        _check(self.timeline_steps >= 0, k + "timeline_steps", "must be >= 0",
+               self.timeline_steps)
+        for name in ("autotune_steps_per_sample", "autotune_bayes_samples"):
+            _check(getattr(self, name) >= 1, k + name, "must be >= 1", getattr(self, name))
+        _check(self.autotune_warmup_samples >= 0, k + "autotune_warmup_samples",
+               "must be >= 0", self.autotune_warmup_samples)
+        _check(self.stall_check_s > 0, k + "stall_check_s", "must be > 0", self.stall_check_s)
+        if self.autotune:
+            fixed = self.fusion_threshold_mb is not None and self.cycle_time_ms is not None
+            _check(not fixed, k + "autotune",
+                   "has nothing to tune with both fusion_threshold_mb and cycle_time_ms set; "
+                   "unset one", self.autotune)
+        _check(self.embedding_grads in ("dense", "gathered"), k + "embedding_grads",
+               "must be dense or gathered", self.embedding_grads)
+
+
+@dataclass(frozen=True)
+class PSConfig:
+    """The MPI parameter-server baseline."""
+
+    num_servers: int = 1
+    """Parameter servers; parameters are partitioned among them."""
+    placement: Literal["colocated", "dedicated"] = "colocated"
+    """``dedicated``: the first ``num_servers`` ranks only serve; ``colocated``: every rank
+    computes and the first ``num_servers`` ranks also serve a shard."""
+
+    def __post_init__(self) -> None:
+        _check(self.num_servers >= 1, "strategy.ps.num_servers", "must be >= 1", self.num_servers)
+        _check(self.placement in ("colocated", "dedicated"), "strategy.ps.placement",
+               "must be colocated or dedicated", self.placement)
+
+
+STRATEGIES = ("horovod", "independent", "ps")
+
+
+@dataclass(frozen=True)
+class StrategyConfig:
+    """How gradients are shared across ranks."""
+
+    name: Literal["horovod", "independent", "ps"] = "horovod"
+    """``horovod`` (allreduce), ``ps`` (MPI parameter server), ``independent`` (no
+    communication: the ideal case)."""
+    horovod: HorovodConfig = field(default_factory=HorovodConfig)
+    """Horovod settings."""
+    ps: PSConfig = field(default_factory=PSConfig)
+    """Parameter-server settings."""
+
+    def __post_init__(self) -> None:
+        _check(self.name in STRATEGIES, "strategy.name", f"must be one of {', '.join(STRATEGIES)}",
+               self.name)

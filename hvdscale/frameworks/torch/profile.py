@@ -1,0 +1,155 @@
+"""PyTorch's side of ``hvdscale profile``: operators and kernels per step from torch's
+profiler, split between the RNN, the softmax projection and the rest, and by phase.
+
+PyTorch runs eagerly (no graph): ``ops`` are the operators the program called (outermost
+``aten::`` events, forward and backward) and ``kernels`` the innermost operator events
+(operators that call no other operator: what actually ran). These stand in for the seed notes'
+"operators in the graph" and "kernel invocations", which were measured on TensorFlow.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+from torch.profiler import ProfilerActivity, profile
+
+from hvdscale.frameworks.profiling import CATEGORIES, PHASES
+from hvdscale.models.torch.lstm import LoopLSTM
+
+# Loss ops called outside the projection module: part of the softmax projection's cost.
+_SOFTMAX_OPS = ("aten::cross_entropy_loss", "aten::log_softmax", "aten::_log_softmax",
+                "aten::nll_loss", "aten::nll_loss_nd", "aten::nll_loss2d")
+
+
+def _label_modules(model: Any) -> list[Any]:
+    """Wrap the RNN stacks and the softmax projection in profiler ranges (forward pass)."""
+    handles = []
+    for name, mod in model.named_children():
+        if isinstance(mod, nn.RNNBase | LoopLSTM):
+            label = "hvdscale/rnn"
+        elif name == "proj":
+            label = "hvdscale/softmax"
+        else:
+            continue
+        ranges: list[Any] = []
+
+        def pre(_m: Any, _in: Any, label: str = label, ranges: list = ranges) -> None:
+            r = torch.autograd.profiler.record_function(label)
+            r.__enter__()
+            ranges.append(r)
+
+        def post(_m: Any, _in: Any, _out: Any, ranges: list = ranges) -> None:
+            ranges.pop().__exit__(None, None, None)
+
+        handles += [mod.register_forward_pre_hook(pre), mod.register_forward_hook(post)]
+    return handles
+
+
+def _is_op(ev: Any) -> bool:
+    # Operators carry a namespace (aten::mm); profiler ranges (ours, the optimizer's) and the
+    # autograd engine's wrappers (autograd::engine::evaluate_function: ...) do not count.
+    return "::" in ev.name and not ev.name.startswith("autograd::")
+
+
+def _ancestors(ev: Any) -> list[Any]:
+    out = []
+    p = ev.cpu_parent
+    while p is not None:
+        out.append(p)
+        p = p.cpu_parent
+    return out
+
+
+def _descendants(ev: Any) -> list[Any]:
+    out, todo = [], list(ev.cpu_children)
+    while todo:
+        e = todo.pop()
+        out.append(e)
+        todo.extend(e.cpu_children)
+    return out
+
+
+def count_torch_events(events: list[Any], steps: int) -> dict[str, Any]:
+    """Ops, kernels and the time split per step from a torch profiler's event list.
+
+    Forward operators are attributed by the profiler range around them; a backward operator by
+    the autograd node it runs for, whose sequence number is the one of the forward operator that
+    recorded it.
+    """
+    seq_cat: dict[int, str] = {}
+    outer = [e for e in events if _is_op(e) and not any(_is_op(a) for a in _ancestors(e))]
+    for e in events:
+        if e.name in ("hvdscale/rnn", "hvdscale/softmax"):
+            cat = e.name.split("/")[1]
+            for d in _descendants(e):
+                if d.sequence_nr >= 0:
+                    seq_cat[d.sequence_nr] = cat
+        elif e.name in _SOFTMAX_OPS and not any(_is_op(a) for a in _ancestors(e)):
+            for d in [e, *_descendants(e)]:
+                if d.sequence_nr >= 0:
+                    seq_cat[d.sequence_nr] = "softmax"
+
+    def category(e: Any) -> str:
+        for a in _ancestors(e):
+            if a.name.startswith("hvdscale/"):
+                return a.name.split("/")[1]
+            if a.name.startswith("autograd::engine::evaluate_function"):
+                return seq_cat.get(a.sequence_nr, "other")
+        return "softmax" if e.name in _SOFTMAX_OPS else "other"
+
+    def phase(e: Any) -> str:
+        for a in _ancestors(e):
+            if a.name.startswith("autograd::engine::evaluate_function"):
+                return "backward"
+            if a.name.startswith("Optimizer."):
+                return "update"
+        return "forward"
+
+    ops: Counter[str] = Counter()
+    op_us: Counter[str] = Counter()
+    for e in outer:
+        c = category(e)
+        ops[c] += 1
+        op_us[c] += e.time_range.elapsed_us()
+    kernels = [e for e in events if _is_op(e) and not any(_is_op(c) for c in e.cpu_children)]
+    kcat: Counter[str] = Counter(category(e) for e in kernels)
+    ophase: Counter[str] = Counter(phase(e) for e in outer)
+    kphase: Counter[str] = Counter(phase(e) for e in kernels)
+    return {
+        "ops": len(outer) / steps, "kernels": len(kernels) / steps,
+        "events": len(events) / steps,
+        "ops_by_part": {c: ops[c] / steps for c in CATEGORIES},
+        "kernels_by_part": {c: kcat[c] / steps for c in CATEGORIES},
+        "ops_by_phase": {p: ophase[p] / steps for p in PHASES},
+        "kernels_by_phase": {p: kphase[p] / steps for p in PHASES},
+        "op_s_by_part": {c: op_us[c] / 1e6 / steps for c in CATEGORIES},
+        "top_ops": Counter(e.name for e in outer).most_common(8),
+    }
+
+
+def profile_steps(adapter: Any, step: Callable[[Any], float], batches: list[Any],
+                  step_s: float) -> dict[str, Any]:
+    """Profile one ``step`` per batch with PyTorch's profiler (the caller warmed up and timed
+    unprofiled steps: their median is ``step_s``)."""
+    steps = len(batches)
+    handles = _label_modules(adapter.model)
+    try:
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            t0 = time.perf_counter()
+            for b in batches:
+                step(b)
+            wall = time.perf_counter() - t0
+    finally:
+        for h in handles:
+            h.remove()
+    out = count_torch_events(list(prof.events()), steps)
+    out.update(step_s=step_s, profiled_step_s=wall / steps,
+               counted_as={"ops": "outermost aten operators per step (forward + backward + "
+                           "update)", "kernels": "innermost aten operators per step"},
+               torch_threads=torch.get_num_threads())
+    return out

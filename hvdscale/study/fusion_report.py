@@ -1,0 +1,176 @@
+"""``hvdscale fusion``'s results: medians per point, paired gains of the best point over the
+references, and the outputs in the results directory: ``fusion.md`` (table and
+recommendation), ``fusion.json`` and ``fusion_heatmap.png``."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+from hvdscale.config import OVERLAP_MODES
+from hvdscale.study.fusion_settings import HOROVOD_DEFAULT, Setting
+from hvdscale.study.plotting import pyplot, save
+
+
+def _med(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x is not None and math.isfinite(x)]
+    return statistics.median(xs) if xs else None
+
+
+def _timeline_median(rec: dict[str, Any], key: str) -> float | None:
+    tl = rec.get("strategy", {}).get("timeline") or {}
+    return ((tl.get("summary") or {}).get("median") or {}).get(key)
+
+
+def paired(a: list[dict], b: list[dict]) -> dict[str, Any] | None:
+    """Per-round ratios of words/s of ``a`` over ``b`` (rounds paired by order)."""
+    n = min(len(a), len(b))
+    if n == 0:
+        return None
+    ratios = [a[i]["words_per_s"] / b[i]["words_per_s"] for i in range(n)]
+    med = statistics.median(ratios)
+    return {"median": med, "min": min(ratios), "max": max(ratios), "n": n, "ratios": ratios,
+            # Every round (two at least) agrees on the sign: beyond the rounds' noise.
+            "consistent": n >= 2 and (all(x > 1 for x in ratios) or all(x < 1 for x in ratios))}
+
+
+def analyze(rows: list[tuple[Setting, list[dict[str, Any]]]]) -> dict[str, Any]:
+    """Medians per point, the best point and its paired gains over defaults and fusion off."""
+    table = []
+    by_kind: dict[str, list[dict]] = {}
+    recs_of: dict[str, list[dict]] = {}
+    for s, recs in rows:
+        wps = [r["words_per_s"] for r in recs]
+        row = {"label": s.label, "kind": s.kind, "threshold_mb": s.effective()[0],
+               "cycle_ms": s.effective()[1], "overlap": s.overlap, "repeats": len(recs),
+               "words_per_s": _med(wps), "words_per_s_all": wps,
+               "spread_pct": (100 * (max(wps) - min(wps)) / _med(wps)) if len(wps) > 1 else None,
+               "non_compute_ms": _med([r.get("idle", {}).get("idle_ms_per_step") for r in recs]),
+               "step_ms": _med([r["step_time"]["median"] * 1e3 for r in recs]),
+               "allreduce_ms": _med([_timeline_median(r, "allreduce_ms") for r in recs]),
+               "fused_buffers": _med([_timeline_median(r, "fused_buffers") for r in recs]),
+               "loadavg": [r.get("loadavg") for r in recs]}
+        table.append(row)
+        recs_of[s.label] = recs
+        if s.kind != "grid":
+            by_kind.setdefault(s.kind, recs)
+        eff = s.effective()
+        if s.kind == "grid" and eff == HOROVOD_DEFAULT:
+            by_kind.setdefault("defaults", recs)
+        if s.kind == "grid" and eff == (0.0, 1.0, "hooks"):
+            by_kind.setdefault("off", recs)
+    hv = [r for r in table if r["kind"] != "independent" and r["words_per_s"] is not None]
+    best = max(hv, key=lambda r: r["words_per_s"]) if hv else None
+    out: dict[str, Any] = {"table": table, "best": best}
+    if best is not None:
+        b = recs_of[best["label"]]
+        for ref in ("defaults", "off", "autotune", "independent"):
+            if ref in by_kind:
+                out[f"best_over_{ref}"] = paired(b, by_kind[ref])
+        if "defaults" in by_kind and "independent" in by_kind:
+            out["defaults_over_independent"] = paired(by_kind["defaults"], by_kind["independent"])
+        if "autotune" in by_kind and "defaults" in by_kind:
+            out["autotune_over_defaults"] = paired(by_kind["autotune"], by_kind["defaults"])
+    return out
+
+
+def _f(x: float | None, spec: str) -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def _gain(p: dict[str, Any] | None) -> str:
+    if not p:
+        return "—"
+    verdict = ("one round: no spread to judge noise by" if p["n"] < 2 else
+               "beyond noise" if p["consistent"] else "within the rounds' noise")
+    return (f"x{p['median']:.3f} (rounds {p['min']:.3f}–{p['max']:.3f}, n={p['n']}; "
+            f"{verdict})")
+
+
+def markdown(res: dict[str, Any], title: str) -> str:
+    """The fusion report: one row per point, then the recommendation."""
+    lines = [f"# {title}", "",
+             "Medians over interleaved rounds. non-compute = step time minus forward/backward "
+             "(communication and waiting); allreduce and buffers from Horovod's timeline of a "
+             "few steps after each measured window.", "",
+             "| setting | repeats | words/s | spread % | step ms | non-compute ms | "
+             "allreduce ms | fused buffers/step |",
+             "|:--|--:|--:|--:|--:|--:|--:|--:|"]
+    for r in sorted(res["table"], key=lambda r: -(r["words_per_s"] or 0)):
+        lines.append(f"| {r['label']} | {r['repeats']} | {_f(r['words_per_s'], '.0f')} | "
+                     f"{_f(r['spread_pct'], '.1f')} | {_f(r['step_ms'], '.1f')} | "
+                     f"{_f(r['non_compute_ms'], '.1f')} | {_f(r['allreduce_ms'], '.1f')} | "
+                     f"{_f(r['fused_buffers'], '.0f')} |")
+    best = res.get("best")
+    lines.append("")
+    if best is None:
+        lines.append("No Horovod point was measured: no recommendation.")
+    else:
+        lines += [f"**Recommended: {best['label']}** "
+                  f"(fusion threshold {best['threshold_mb']:g} MiB, cycle time "
+                  f"{best['cycle_ms']:g} ms, overlap {best['overlap']}): "
+                  f"{best['words_per_s']:.0f} words/s.", "",
+                  f"- over Horovod's defaults (128 MiB, 1 ms, hooks): "
+                  f"{_gain(res.get('best_over_defaults'))}",
+                  f"- over fusion off: {_gain(res.get('best_over_off'))}"]
+        if res.get("best_over_autotune"):
+            lines.append(f"- over the autotuner's choice ({res.get('autotune')}): "
+                         f"{_gain(res['best_over_autotune'])}")
+        if res.get("best_over_independent"):
+            lines.append(f"- Horovod / independent replicas with it: "
+                         f"{_gain(res['best_over_independent'])}; with the defaults: "
+                         f"{_gain(res.get('defaults_over_independent'))}")
+        lines += ["", "Set it with `--set strategy.horovod.fusion_threshold_mb="
+                  f"{best['threshold_mb']:g} --set strategy.horovod.cycle_time_ms="
+                  f"{best['cycle_ms']:g} --set strategy.horovod.overlap={best['overlap']}`."]
+    return "\n".join(lines) + "\n"
+
+
+def heatmap(res: dict[str, Any], path: Path) -> Path | None:
+    """One panel per overlap mode: median words/s over fusion threshold x cycle time."""
+    grid = [r for r in res["table"] if r["kind"] == "grid" and r["words_per_s"] is not None]
+    if not grid:
+        return None
+    import numpy as np
+
+    modes = sorted({r["overlap"] for r in grid}, key=OVERLAP_MODES.index)
+    ts = sorted({r["threshold_mb"] for r in grid})
+    cs = sorted({r["cycle_ms"] for r in grid})
+    vmin = min(r["words_per_s"] for r in grid)
+    vmax = max(r["words_per_s"] for r in grid)
+    fig, axes = pyplot().subplots(1, len(modes), figsize=(1.6 + 1.1 * len(cs) * len(modes),
+                                                          1.4 + 0.5 * len(ts)), squeeze=False)
+    im = None
+    for ax, mode in zip(axes[0], modes, strict=True):
+        z = np.full((len(ts), len(cs)), np.nan)
+        for r in grid:
+            if r["overlap"] == mode:
+                z[ts.index(r["threshold_mb"]), cs.index(r["cycle_ms"])] = r["words_per_s"]
+        im = ax.imshow(z, cmap="viridis", vmin=vmin, vmax=vmax, aspect="auto", origin="lower")
+        for i in range(len(ts)):
+            for j in range(len(cs)):
+                if not np.isnan(z[i, j]):
+                    ax.text(j, i, f"{z[i, j]:.0f}", ha="center", va="center", fontsize=7,
+                            color="white" if z[i, j] < (vmin + vmax) / 2 else "black")
+        ax.set_xticks(range(len(cs)), [f"{c:g}" for c in cs])
+        ax.set_yticks(range(len(ts)), [f"{t:g}" for t in ts])
+        ax.set(xlabel="cycle time (ms)", ylabel="fusion threshold (MiB)", title=mode)
+    fig.colorbar(im, ax=axes[0].tolist(), label="words/s (median)")
+    fig.suptitle("Horovod fusion sweep", fontsize=10)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return save(fig, path)
+
+
+def write_outputs(res: dict[str, Any], out: Path, title: str, plot: bool = True) -> str:
+    """fusion.md, fusion.json and (with ``plot``) fusion_heatmap.png in ``out``."""
+    md = markdown(res, title)
+    if plot:
+        png = heatmap(res, out / "fusion_heatmap.png")
+        if png is not None:
+            md += f"\nHeat-map: {png}\n"
+    (out / "fusion.md").write_text(md)
+    (out / "fusion.json").write_text(json.dumps(res, indent=1, default=str))
+    return md

@@ -1,0 +1,246 @@
+"""Starting N ranks of a program under ``mpirun``, ``horovodrun`` or ``srun``.
+
+The layer every multi-rank study tool shares (``hvdscale sweep``, ``fusion``, ``batch``,
+``commbench``): where ranks may go (a hostfile's slots, a SLURM allocation, this host's cores),
+the launcher's command line and environment, one launch run under a time limit with its whole
+process tree ended on that limit or on Ctrl-C, what the launch left behind (its records, the
+telling line of its stderr).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hvdscale.errors import HvdscaleError
+from hvdscale.records.store import read_records, results_path
+from hvdscale.study.hostfile import Hostfile, parse_hostfile
+
+LAUNCHERS = ("mpirun", "horovodrun", "srun")
+
+# What remote ranks need from the launching shell. mpirun starts remote ranks through ssh with
+# the remote login's environment, so these travel with ``-x``; horovodrun already exports the
+# whole environment and srun does by default (--export=ALL). OMPI_MCA_* need no -x: mpirun
+# forwards MCA parameters itself, and the runner sets mpi_yield_when_idle per process.
+EXPORT_VARS = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONUNBUFFERED", "VIRTUAL_ENV",
+               "PYENV_VERSION", "CONDA_PREFIX", "TF_CPP_MIN_LOG_LEVEL")
+EXPORT_PREFIXES = ("HOROVOD_", "HVDSCALE_", "NCCL_")
+
+# mpirun's and srun's closing boilerplate says nothing about why a rank failed; left out of
+# the error (srun's "task N: Killed" follows the line that says why, e.g. "Node failure on X").
+_BOILERPLATE = re.compile(
+    r"^(-{5,}|Primary job +terminated|a non-zero exit code|Per user-direction|"
+    r"mpirun (detected|noticed|has exited)|Process name:|Exit code:|\[[\w.-]+:\d+\] \d+ more|"
+    r"Set MCA parameter|srun: (error: )?(Job step aborted|.*Terminating|Force Terminated)|"
+    r"srun: error: [\w.-]+: tasks? [\d,-]+: (Killed|Terminated)$)")
+
+
+# --- where ranks may go (checked before any launch) ------------------------------------------
+
+def check_launcher(launcher: str) -> None:
+    """Refuse a launcher name hvdscale cannot drive."""
+    if launcher not in LAUNCHERS:
+        raise HvdscaleError(f"unknown launcher {launcher!r}; choose from {', '.join(LAUNCHERS)}")
+
+
+def _local_slots(launcher: str, env: Mapping[str, str]) -> tuple[int, str]:
+    """Ranks a launch without a hostfile can hold here, and where that number comes from."""
+    if env.get("SLURM_JOB_ID"):
+        # Inside an allocation srun and mpirun both place ranks on the allocation's tasks.
+        ntasks = env.get("SLURM_NTASKS") or env.get("SLURM_NPROCS") or ""
+        if ntasks.isdigit() and launcher != "horovodrun":
+            return int(ntasks), f"the SLURM allocation's SLURM_NTASKS={ntasks}"
+    from hvdscale.core.threads import cores_on_host
+
+    n = cores_on_host()
+    return n, f"this host's {n} cores"
+
+
+def place_ranks(launcher: str, ranks: int, hostfile: str | Path | None,
+                env: Mapping[str, str]) -> Hostfile | None:
+    """Check that ``ranks`` ranks fit where ``launcher`` puts them and that it is on PATH.
+
+    Args:
+        launcher: ``mpirun``, ``horovodrun`` or ``srun`` (already checked).
+        ranks: the most ranks one launch starts.
+        hostfile: ``HOST slots=N`` file (mpirun and horovodrun only).
+        env: environment to judge SLURM and PATH by.
+
+    Returns:
+        The parsed hostfile, or None without one.
+
+    Raises:
+        HvdscaleError: one clear message for the first problem.
+    """
+    hosts = None
+    if hostfile is not None:
+        if launcher == "srun":
+            raise HvdscaleError("--hostfile does not apply to srun, which places ranks on the "
+                                "SLURM allocation; use --launcher mpirun or horovodrun with it")
+        hosts = parse_hostfile(hostfile)
+        hosts.check_ranks(ranks)
+    elif launcher != "srun" or env.get("SLURM_JOB_ID"):
+        # (srun outside an allocation asks SLURM for one, which decides where the ranks fit.)
+        slots, where = _local_slots(launcher, env)
+        if ranks > slots:
+            fix = (f"pass --hostfile with enough slots (e.g. 'localhost slots={ranks}' to "
+                   "oversubscribe on purpose)")
+            if "SLURM" in where:
+                fix = "ask for more tasks (sbatch --ntasks) or lower --np"
+            raise HvdscaleError(f"--np {ranks} is more ranks than {where}; {fix}")
+    if shutil.which(launcher, path=env.get("PATH")) is None:
+        raise HvdscaleError(f"launcher {launcher!r} is not on PATH")
+    return hosts
+
+
+def split_launcher_args(launcher_args: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """Extra launcher arguments as a tuple: a shell-quoted string is split, a list kept."""
+    try:
+        return tuple(shlex.split(launcher_args) if isinstance(launcher_args, str)
+                     else launcher_args)
+    except ValueError as e:
+        raise HvdscaleError(f"--launcher-args {launcher_args!r} cannot be split: {e}") from None
+
+
+# --- the launcher's command line and environment ------------------------------------------------
+
+def _exports(env: Mapping[str, str]) -> list[str]:
+    names = sorted(k for k in env if k in EXPORT_VARS or k.startswith(EXPORT_PREFIXES))
+    return [a for k in names for a in ("-x", k)]
+
+
+def launcher_prefix(launcher: str, ranks: int, hostfile_path: Path | None = None,
+                    network_interfaces: str | None = None, launcher_args: tuple[str, ...] = (),
+                    gloo: bool = False, env: Mapping[str, str] | None = None) -> list[str]:
+    """The launcher part of a command line that starts ``ranks`` copies of a program.
+
+    Shared by the sweep's points and by other multi-rank commands (``hvdscale commbench``).
+
+    Args:
+        launcher: ``mpirun``, ``horovodrun`` or ``srun``.
+        ranks: number of ranks.
+        hostfile_path: a clean ``HOST slots=N`` hostfile (see ``write_hostfile``).
+        network_interfaces: NIC name(s) the ranks talk over.
+        launcher_args: extra launcher arguments, placed last.
+        gloo: horovodrun only: Horovod's Gloo controller (no MPI job) instead of ``--mpi``.
+        env: environment whose variables mpirun forwards with ``-x``.
+    """
+    env = os.environ if env is None else env
+    n = str(ranks)
+    nics = network_interfaces
+    if launcher == "mpirun":
+        # Same placement as horovodrun's: no binding (each rank's compute, Horovod and MPI
+        # progress threads share the host's cores), ranks filled host by host.
+        cmd = ["mpirun", "-np", n, "--bind-to", "none", "--map-by", "slot"]
+        if os.geteuid() == 0:
+            cmd.append("--allow-run-as-root")
+        if hostfile_path is not None:
+            cmd += ["--hostfile", str(hostfile_path)]
+        if nics:
+            cmd += ["--mca", "btl_tcp_if_include", nics, "--mca", "oob_tcp_if_include", nics]
+        cmd += _exports(env)
+    elif launcher == "horovodrun":
+        # --mpi: the ps strategy and the harness's barriers need an MPI job (not --gloo).
+        cmd = ["horovodrun", "--gloo" if gloo else "--mpi", "-np", n]
+        if hostfile_path is not None:
+            cmd += ["-hostfile", str(hostfile_path)]
+        else:
+            cmd += ["-H", f"localhost:{n}"]
+        if nics:
+            # Without it horovodrun probes every host for a common routable interface.
+            cmd += ["--network-interfaces", nics]
+    else:
+        cmd = ["srun", "--mpi=pmix", "-n", n, "--kill-on-bad-exit=1", "--cpu-bind=none"]
+    return [*cmd, *launcher_args]
+
+
+def launch_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment of the launcher process: unbuffered ranks, root allowed when root."""
+    out = dict(os.environ if env is None else env)
+    out.setdefault("PYTHONUNBUFFERED", "1")
+    if os.geteuid() == 0:
+        # horovodrun's own `mpirun --version` probe and nested launches need these too.
+        out.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        out.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    return out
+
+
+# --- running one launch -------------------------------------------------------------------------
+
+def _kill_tree(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """End a launch: its process group and every descendant, TERM first, then KILL."""
+    import psutil
+
+    try:
+        family = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        family = []
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        for p in family:  # launchers may start helpers in their own process groups
+            try:
+                p.send_signal(sig)
+            except psutil.NoSuchProcess:
+                pass
+        try:
+            proc.wait(timeout=grace_s)
+            _, alive = psutil.wait_procs(family, timeout=1.0)
+            if not alive:
+                return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_launch(cmd: list[str], env: Mapping[str, str], timeout_s: float, out_log: Path,
+               err_log: Path) -> tuple[int | None, bool]:
+    """Run one launch (its command line first in ``out_log``) with a time limit.
+
+    Returns:
+        (exit code, whether the time limit ended it). The launch and all its ranks are ended
+        together on the time limit or on any exception here (Ctrl-C).
+    """
+    timed_out = False
+    with open(out_log, "wb") as fo, open(err_log, "wb") as fe:
+        fo.write(("$ " + shlex.join(cmd) + "\n").encode())
+        fo.flush()
+        # Own session: a time limit or Ctrl-C ends the launcher and all its ranks together.
+        proc = subprocess.Popen(cmd, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL,
+                                env=dict(env), start_new_session=True)
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_tree(proc)
+            rc = proc.returncode
+        except BaseException:
+            _kill_tree(proc, grace_s=5.0)
+            raise
+    return rc, timed_out
+
+
+# --- what a launch left behind ------------------------------------------------------------------
+
+def read_out(out: Path) -> list[dict[str, Any]]:
+    """The records in the results directory ``out`` (none yet: an empty list)."""
+    return read_records(results_path(out)) if results_path(out).exists() else []
+
+
+def error_summary(stderr: str, max_lines: int = 3) -> str:
+    """The last telling lines of a failed launch's stderr, joined on one line."""
+    lines = [ln.strip() for ln in stderr.splitlines()]
+    lines = [re.sub(r"^\[\d+,\d+\]<std(err|out)>:", "", ln).strip() for ln in lines]
+    lines = [ln for ln in lines if ln and not _BOILERPLATE.match(ln)]
+    # hvdscale's fail-fast prints "hvdscale: error: ..." once; that line says it all.
+    errs = [ln for ln in lines if "hvdscale: error" in ln or "Error:" in ln or "error:" in ln]
+    pick = errs[-1:] if errs else lines[-max_lines:]
+    return " / ".join(pick)[:500] or "(no stderr)"

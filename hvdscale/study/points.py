@@ -1,0 +1,146 @@
+"""The report's points: successful run records grouped by experiment
+(hvdscale.records.experiment) and series, each point the median of its repeats, with its
+speedup and efficiency over the series' 1-worker point.
+
+speedup_N = words/s with N workers / words/s with 1 worker (same experiment and series);
+efficiency = 100 * speedup_N / N. Workers are the ranks that compute: all ranks, except under a
+dedicated parameter server, whose serve-only ranks are not counted.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from hvdscale.records.experiment import differences, experiment_id, series_label
+
+
+@dataclass
+class Point:
+    """One (group, strategy, ranks) point of the report: the median of its repeats."""
+
+    strategy: str
+    ranks: int
+    workers: int
+    batch_size: int
+    steps: int
+    time_s: float
+    words_per_s: float
+    repeats: int
+    jitter_ms: float
+    placement: str
+    speedup: float | None = None
+    efficiency: float | None = None
+    tokens_per_batch: int = 0
+    real_tokens: int | None = None
+    token_slots: int | None = None
+    padded_pct: float | None = None
+    unbucketed_padded_pct: float | None = None
+    pad_to_max_padded_pct: float | None = None
+    work_ratio: float | None = None
+    idle_ms_per_step: float | None = None
+    idle_pct: float | None = None
+    idle_per_rank: str = ""
+    out_of_batches: str = ""
+
+
+@dataclass
+class Experiment:
+    """The records of one experiment (see hvdscale.records.experiment): its series, each a list of
+    points by rank count, and what sets it apart from the other experiments of the report."""
+
+    id: str
+    config: dict[str, Any]
+    names: list[str]
+    series: dict[str, list[Point]] = field(default_factory=dict)
+    differs: dict[str, Any] = field(default_factory=dict)
+
+
+def _median_of(recs: list[dict], get: Any) -> float | None:
+    """Median of ``get(rec)`` over the records where it is known."""
+    vals = []
+    for r in recs:
+        try:
+            v = get(r)
+        except (KeyError, TypeError, IndexError):
+            continue
+        if v is not None:
+            vals.append(v)
+    return statistics.median(vals) if vals else None
+
+
+def _idle_cells(rec: dict) -> tuple[str, str]:
+    """Per-rank idle (ms/step) and ranks out of batches (idle steps), from one record."""
+    idle = rec.get("idle") or {}
+    per_rank = idle.get("per_rank", [])
+    ms = " / ".join(f"r{p['rank']}: {p['idle_ms_per_step']:.1f}" for p in per_rank)
+    out = ", ".join(f"r{p['rank']}: {p['idle_steps']} of {idle.get('steps', '?')}"
+                    for p in per_rank if p.get("idle_steps"))
+    return ms, out or "none"
+
+
+def _point(label: str, ranks: int, recs: list[dict]) -> Point:
+    """The median of one series' repeats at one rank count."""
+    cfg = recs[-1]["config"]
+    idle_ms, out_of = _idle_cells(recs[-1])
+    bucketing = cfg.get("data", {}).get("bucketing", {})
+    return Point(
+        strategy=label, ranks=ranks, workers=recs[-1]["workers"],
+        batch_size=cfg.get("data", {}).get("batch_size", 0),
+        steps=recs[-1]["measure"]["steps"],
+        time_s=statistics.median(r["window_s"] for r in recs),
+        words_per_s=statistics.median(r["words_per_s"] for r in recs), repeats=len(recs),
+        jitter_ms=statistics.median(r["step_time"]["jitter"] for r in recs) * 1e3,
+        placement=cfg.get("strategy", {}).get("ps", {}).get("placement", "")
+        if cfg.get("strategy", {}).get("name") == "ps" else "",
+        tokens_per_batch=bucketing.get("tokens_per_batch", 0) if bucketing.get("enabled") else 0,
+        real_tokens=_median_of(recs, lambda r: r["padding"]["window"]["words"]),
+        token_slots=_median_of(recs, lambda r: r["padding"]["window"]["slots"]),
+        padded_pct=_median_of(recs, lambda r: 100 * r["padded_fraction"]),
+        unbucketed_padded_pct=_median_of(
+            recs, lambda r: 100 * r["padding"]["epoch_unbucketed"]["padded_fraction"]),
+        pad_to_max_padded_pct=_median_of(
+            recs, lambda r: 100 * r["padding"]["epoch_pad_to_max"]["padded_fraction"]),
+        work_ratio=_median_of(recs, lambda r: r["padding"]["window"]["work_ratio"]),
+        idle_ms_per_step=_median_of(recs, lambda r: r["idle"]["idle_ms_per_step"]),
+        idle_pct=_median_of(recs, lambda r: 100 * r["idle"]["idle_fraction"]),
+        idle_per_rank=idle_ms, out_of_batches=out_of)
+
+
+def collect(records: list[dict]) -> dict[str, Experiment]:
+    """Successful records as experiments of series of points: records of different
+    experiments never share a table, and a point's repeats share one identity."""
+    by: dict[str, dict[str, dict[int, list[dict]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list)))
+    first: dict[str, dict] = {}
+    names: dict[str, list[str]] = defaultdict(list)
+    for rec in records:
+        if rec.get("status") != "ok" or rec.get("kind", "run") != "run":
+            continue
+        eid = experiment_id(rec["config"])
+        first.setdefault(eid, rec["config"])
+        name = rec["config"].get("name", "run")
+        if name not in names[eid]:
+            names[eid].append(name)
+        by[eid][series_label(rec["config"])][rec["ranks"]].append(rec)
+    diffs = differences(first)
+    out: dict[str, Experiment] = {}
+    for eid, series in by.items():
+        exp = Experiment(eid, first[eid], names[eid], differs=diffs[eid])
+        for label, per_ranks in series.items():
+            points = [_point(label, n, recs) for n, recs in sorted(per_ranks.items())]
+            base = next((p for p in points if p.workers == 1), None)
+            for p in points:
+                if base is not None:
+                    p.speedup = p.words_per_s / base.words_per_s
+                    p.efficiency = 100.0 * p.speedup / p.workers
+            exp.series[label] = points
+        out[eid] = exp
+    return out
+
+
+def summary_rows(records: list[dict[str, Any]]) -> list[Point]:
+    """Every point, flat (for callers that print their own view)."""
+    return [p for e in collect(records).values() for pts in e.series.values() for p in pts]

@@ -1,0 +1,118 @@
+"""predict's communication costs per step (alpha: latency per message, beta: seconds per byte of
+one rank's link):
+
+- ring allreduce of B bytes over n ranks: o + 2(n-1) alpha + 2(n-1)/n B beta, with o a fixed
+  per-operation overhead (Horovod's coordination cycle, measured by commbench as Horovod's
+  latency above mpi4py's; 0 with --latency/--bandwidth). Gradients are fused in backward order
+  into buckets up to the fusion threshold. Without overlap the buckets run after backward; with
+  overlap a tensor's gradient is ready when backward has reached it (backward time spread over
+  the tensors by their bytes) and a bucket starts when the link is free, taking every ready
+  tensor up to the threshold.
+- parameter server (push, then pull; no overlap, as strategies/param_server.py): 2 (m alpha +
+  f M beta) + a server update of (W + 2) shard bytes at the memory bandwidth, with m messages
+  and a share f of the model M through the busiest rank per phase (``commbench.ps_phase``):
+  k dedicated servers beside n workers, or every rank serving 1/n (colocated, sharded).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hvdscale.study.commbench.model import ps_phase
+from hvdscale.study.predict.inputs import Network
+
+HOROVOD_DEFAULT_FUSION_MB = 128.0
+
+
+@dataclass(frozen=True)
+class CommSetup:
+    """How one step's gradients travel besides the network: Horovod's fusion threshold (bytes)
+    and the parameter servers (how many, and placed how: ``ps-sharded`` serves on every rank,
+    ``ps-dedicated`` ignores the placement)."""
+
+    threshold: float
+    servers: int = 1
+    placement: str = "colocated"
+
+    @classmethod
+    def of_record(cls, config: dict | None) -> CommSetup:
+        """A recorded run's own setup, from its record's ``config`` (defaults where absent)."""
+        strategy = (config or {}).get("strategy", {})
+        mb = strategy.get("horovod", {}).get("fusion_threshold_mb") or HOROVOD_DEFAULT_FUSION_MB
+        ps = strategy.get("ps", {})
+        return cls(mb * 1024 * 1024, int(ps.get("num_servers", 1)),
+                   ps.get("placement", "colocated"))
+
+
+def ring_cost(nbytes: float, n: int, net: Network) -> float:
+    """One ring allreduce of ``nbytes`` over ``n`` ranks."""
+    if n <= 1:
+        return 0.0
+    return net.ring_overhead + 2 * (n - 1) * net.ring_alpha + 2 * (n - 1) / n * nbytes * \
+        net.ring_beta
+
+
+def fuse(tensors_backward: list[int], threshold: float) -> list[int]:
+    """Bucket sizes: consecutive tensors (backward order) up to ``threshold`` bytes each."""
+    buckets, cur = [], 0
+    for b in tensors_backward:
+        if cur and cur + b > threshold:
+            buckets.append(cur)
+            cur = 0
+        cur += b
+    if cur:
+        buckets.append(cur)
+    return buckets
+
+
+def ring_exposed(tensors: list[int], n: int, net: Network, threshold: float, compute: float,
+                 backward_fraction: float, overlap: bool) -> float:
+    """Communication time not hidden behind backward, for the gradients of one step."""
+    back = list(reversed(tensors))  # gradients appear in reverse order of the parameters
+    if not overlap:
+        return sum(ring_cost(b, n, net) for b in fuse(back, threshold))
+    total = float(sum(back))
+    fwd = compute * (1 - backward_fraction)
+    bwd = compute * backward_fraction
+    ready = fwd + bwd * np.cumsum(back) / total
+    free, i = 0.0, 0
+    while i < len(back):
+        start = max(free, ready[i])
+        j, size = i, 0
+        while j < len(back) and ready[j] <= start + 1e-15 and (size == 0 or
+                                                               size + back[j] <= threshold):
+            size += back[j]
+            j += 1
+        free = start + ring_cost(size, n, net)
+        i = j
+    return max(0.0, free - compute)
+
+
+def ps_time(model_bytes: float, workers: int, servers: int, placement: str,
+            net: Network) -> float:
+    """Push + pull through the busiest rank, plus the servers' update of their shard."""
+    msgs, frac = ps_phase(workers, servers, placement)
+    t = 2 * (msgs * net.ps_alpha + frac * model_bytes * net.ps_beta)
+    if net.mem_bw:
+        t += (workers + 2) * model_bytes / servers / net.mem_bw
+    return t
+
+
+def comm_time(strategy: str, n: int, tensors: list[int], net: Network, compute: float,
+              backward_fraction: float, setup: CommSetup) -> float:
+    """Exposed communication per step of ``strategy`` with ``n`` workers: a predicted strategy
+    (``STRATEGIES``) or a recorded one (``horovod``, ``ps`` as ``setup`` places it,
+    ``independent``)."""
+    model = float(sum(tensors))
+    if strategy in ("ring", "ring-overlap", "horovod"):
+        return ring_exposed(tensors, n, net, setup.threshold, compute, backward_fraction,
+                            overlap=strategy != "ring")
+    if strategy == "ps-dedicated":
+        return ps_time(model, n, setup.servers, "dedicated", net)
+    if strategy == "ps-sharded":
+        return ps_time(model, n, n, "colocated", net)
+    if strategy == "ps":  # as recorded: the record's own placement and servers
+        return ps_time(model, n, setup.servers, setup.placement, net)
+    return 0.0  # independent

@@ -1,0 +1,255 @@
+"""The report's tables: Markdown in the seed notes' layout, the series side by side, padding
+and straggler idle, Horovod timelines, failed points, and the CSV of every point.
+
+Each section is labelled with its scaling mode (the seed notes' two tests): weak scaling keeps
+the batch per rank fixed, so the global batch grows with the ranks; strong scaling fixes the
+global batch and divides it across ranks. A further table shows real vs padded tokens (with and
+without bucketing) and the straggler cost: the time ranks idle waiting for a slower rank's
+compute, and the ranks that ran out of batches in epoch-bounded runs.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from hvdscale.records.experiment import experiment_id, series_label
+from hvdscale.study.points import Experiment, Point
+
+STRATEGY_ORDER = {"independent": 0, "horovod": 1, "ps": 2}
+MODE_LABELS = {"aligned": " (ranks aligned on one bucket per step)",
+               "global": " (one global batch per step from one bucket, split across ranks by "
+                         "padded slots)"}
+SCALING_LABELS = {"weak": "weak scaling (fixed batch per rank, global batch grows)",
+                  "strong": "strong scaling (fixed global batch divided across ranks)"}
+IMPL_NAMES = {"fused": "fused kernel (cudnn_lstm-style)",
+              "loop": "step-by-step loop (dynamic_rnn-style)"}
+
+
+def _bucketing_mode(config: dict) -> str:
+    """``data.bucketing.mode`` of a config (older records only say ``align_ranks``)."""
+    b = config.get("data", {}).get("bucketing", {})
+    return b.get("mode") or ("aligned" if b.get("align_ranks") else "per_rank")
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    """``x`` formatted, or an empty cell when unknown."""
+    return "" if x is None else format(x, spec)
+
+
+def title(exp: Experiment) -> str:
+    """An experiment's heading: its names, model, scaling mode, batching and id."""
+    c = exp.config
+    data, measure = c.get("data", {}), c.get("measure", {})
+    bucketing = data.get("bucketing", {})
+    model = c.get("model", {}).get("kind", "?")
+    scaling = data.get("scaling", "weak")
+    extra = ", length-bucketed" if bucketing.get("enabled") else ""
+    extra += MODE_LABELS.get(_bucketing_mode(c), "") if bucketing.get("enabled") else ""
+    extra += ", every batch padded to the max length" if data.get("pad_to") == "max" else ""
+    epochs = measure.get("epochs", 0)
+    extra += f", {epochs} epoch{'s' if epochs != 1 else ''} per run" if epochs else ""
+    return (f"{' + '.join(exp.names)}: {model} / {SCALING_LABELS.get(scaling, scaling)}{extra} "
+            f"[experiment {exp.id}]")
+
+
+def _differs_line(exp: Experiment) -> str:
+    """What sets this experiment apart from the report's others (empty when it is alone)."""
+    if not exp.differs:
+        return ""
+    cells = ", ".join(f"`{k}={json.dumps(v)}`" for k, v in exp.differs.items())
+    return f"Differs from the other experiments in this report in: {cells}.\n\n"
+
+
+def _series_order(exp: Experiment) -> list[str]:
+    """Series by framework, then strategy (independent first), then RNN implementation."""
+    def key(label: str) -> tuple:
+        fw, impl, strategy = label.split(" / ", 2)
+        return (fw, STRATEGY_ORDER.get(strategy.split("-")[0].split(" ")[0], 9), strategy, impl)
+    return sorted(exp.series, key=key)
+
+
+def _batch_cells(p: Point, scaling: str) -> tuple[str, str]:
+    """(batch per rank, global batch) as the seed notes' tables show them."""
+    unit = " tok" if p.tokens_per_batch else ""
+    size = p.tokens_per_batch or p.batch_size
+    if scaling == "strong":
+        lo, hi = size // p.workers, -(-size // p.workers)
+        per = f"{lo}{unit}" if lo == hi else f"{lo}-{hi}{unit}"
+        return per, f"{size}{unit}"
+    return f"{size}{unit}", f"{size} x {p.workers} = {size * p.workers}{unit}"
+
+
+def markdown(experiments: dict[str, Experiment]) -> str:
+    """The report as Markdown: per experiment, per series the seed notes' table, then the
+    series side by side and the padding and idle figures."""
+    buf = io.StringIO()
+    buf.write("# hvdscale scaling report\n\n")
+    if len(experiments) > 1:
+        buf.write(f"{len(experiments)} different experiments are recorded here; each has its own "
+                  "tables, and no figure mixes records of two of them.\n\n")
+    for exp in sorted(experiments.values(), key=lambda e: (e.names, e.id)):
+        buf.write(f"## {title(exp)}\n\n")
+        buf.write(_differs_line(exp))
+        order = _series_order(exp)
+        scaling = exp.config.get("data", {}).get("scaling", "weak")
+        epochs = exp.config.get("measure", {}).get("epochs", 0)
+        for label in order:
+            pts = exp.series[label]
+            fw, impl, strategy = label.split(" / ", 2)
+            buf.write(f"### {label}\n\n")
+            buf.write(f"{fw}, {IMPL_NAMES.get(impl, impl)}, strategy {strategy}.\n\n")
+            if any(p.placement == "dedicated" for p in pts):
+                buf.write("Speedup and efficiency are over worker ranks (servers excluded).\n\n")
+            span = (f"run {epochs} epoch{'s' if epochs != 1 else ''}" if epochs
+                    else f"process {pts[0].steps} batches")
+            buf.write(f"|Ranks|Workers|Batch per rank|Global batch|Total time to {span} (s)|"
+                      "Processing speed (words/s)|Speedup ratio|Efficiency (%)|Step jitter (ms)|"
+                      "Runs|\n")
+            buf.write("|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|\n")
+            for p in pts:
+                per, total = _batch_cells(p, scaling)
+                buf.write(f"|{p.ranks}|{p.workers}|{per}|{total}|{p.time_s:.3f}|"
+                          f"{p.words_per_s:.1f}|"
+                          f"{'' if p.workers == 1 else _fmt(p.speedup, '.2f')}|"
+                          f"{_fmt(p.efficiency, '.1f')}|{p.jitter_ms:.2f}|{p.repeats}|\n")
+            if not any(p.workers == 1 for p in pts):
+                buf.write("\n(no 1-worker run recorded: speedup cannot be computed)\n")
+            buf.write("\n")
+        buf.write(side_by_side(exp.series, order))
+        buf.write(padding_and_idle(exp.series, order))
+    return buf.getvalue()
+
+
+def padding_and_idle(strategies: dict[str, list[Point]], order: list[str]) -> str:
+    """Real vs padded tokens (with and without bucketing) and the straggler idle time."""
+    rows = [p for s in order for p in strategies[s] if p.padded_pct is not None]
+    if not rows:
+        return ""
+    out = ["### Padding and straggler idle\n",
+           "Padding: share of token slots that are padding in the measured window; one epoch of "
+           "the same data batched without bucketing, and padded to the longest sentence, for "
+           "comparison. RNN work ratio: the slots the recurrence really runs per real token "
+           "(the padded batch for the step-by-step loop; the live sequences of each time step, "
+           "i.e. 1.0, for the fused kernel's packed sequences). Idle: time a rank waits at a "
+           "step for a slower rank's compute (a step "
+           "with no batch left waits the slowest rank's whole compute; independent replicas "
+           "only wait at the end of the window); mean over ranks.\n",
+           "|Strategy|Ranks|Real tokens|Token slots|Padding (%)|Unbucketed padding (%)|"
+           "Padded-to-max padding (%)|RNN work ratio|Idle per step (ms)|Idle (% of time)|"
+           "Idle per rank (ms/step)|Out of batches (steps)|",
+           "|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|"]
+    for p in rows:
+        out.append(f"|{p.strategy}|{p.ranks}|{_fmt(p.real_tokens, '.0f')}|"
+                   f"{_fmt(p.token_slots, '.0f')}|{_fmt(p.padded_pct, '.1f')}|"
+                   f"{_fmt(p.unbucketed_padded_pct, '.1f')}|{_fmt(p.pad_to_max_padded_pct, '.1f')}|"
+                   f"{_fmt(p.work_ratio, '.2f')}|"
+                   f"{_fmt(p.idle_ms_per_step, '.2f')}|{_fmt(p.idle_pct, '.1f')}|"
+                   f"{p.idle_per_rank}|{p.out_of_batches}|")
+    return "\n".join(out) + "\n\n"
+
+
+def side_by_side(series: dict[str, list[Point]], order: list[str]) -> str:
+    """One row per framework x strategy x RNN implementation: words/s and speedup at every
+    rank count next to each other, and words/s relative to independent replicas of the same
+    framework and implementation (the ideal) at the largest rank count both have."""
+    if len(order) < 2:
+        return ""
+    ranks = sorted({p.ranks for pts in series.values() for p in pts})
+    head = ("|Framework|Strategy|RNN impl|"
+            + "|".join(f"words/s N={n}|speedup N={n}" for n in ranks) + "|vs independent|")
+    out = ["### Side by side: framework x strategy x RNN implementation\n", head,
+           "|" + ":--|" * (4 + 2 * len(ranks))]
+    for label in order:
+        fw, impl, strategy = label.split(" / ", 2)
+        by = {p.ranks: p for p in series[label]}
+        row = [fw, strategy, impl]
+        for n in ranks:
+            p = by.get(n)
+            row += ["" if p is None else f"{p.words_per_s:.1f}",
+                    "" if p is None or p.speedup is None or p.workers == 1
+                    else f"{p.speedup:.2f}"]
+        ideal = {p.ranks: p for p in series.get(f"{fw} / {impl} / independent", [])}
+        both = [n for n in by if n in ideal]
+        if strategy != "independent" and both:
+            n = max(both)
+            row.append(f"{by[n].words_per_s / ideal[n].words_per_s:.3f} at N={n}")
+        else:
+            row.append("")
+        out.append("|" + "|".join(row) + "|")
+    return "\n".join(out) + "\n\n"
+
+
+def to_csv(experiments: dict[str, Experiment]) -> str:
+    """Every point as one CSV row (report.csv), experiments and series in the tables' order."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["experiment", "name", "model", "framework", "rnn_impl", "scaling", "bucketing",
+                "pad_to", "epochs", "bucketing_mode", "strategy", "ranks", "workers",
+                "batch_size", "tokens_per_batch", "steps", "time_s", "words_per_s", "speedup",
+                "efficiency_pct", "step_jitter_ms", "runs", "padded_pct",
+                "unbucketed_padded_pct", "idle_ms_per_step", "idle_pct"])
+    for exp in sorted(experiments.values(), key=lambda e: (e.names, e.id)):
+        c = exp.config
+        data = c.get("data", {})
+        bucketing = data.get("bucketing", {})
+        for label in _series_order(exp):
+            fw, impl, strategy = label.split(" / ", 2)
+            for p in exp.series[label]:
+                w.writerow([exp.id, " + ".join(exp.names), c.get("model", {}).get("kind"), fw,
+                            impl, data.get("scaling"), bucketing.get("enabled", False),
+                            data.get("pad_to"), c.get("measure", {}).get("epochs", 0),
+                            _bucketing_mode(c), strategy, p.ranks, p.workers,
+                            p.batch_size, p.tokens_per_batch, p.steps, f"{p.time_s:.4f}",
+                            f"{p.words_per_s:.2f}", _fmt(p.speedup, ".4f"),
+                            _fmt(p.efficiency, ".2f"), f"{p.jitter_ms:.3f}", p.repeats,
+                            _fmt(p.padded_pct, ".2f"), _fmt(p.unbucketed_padded_pct, ".2f"),
+                            _fmt(p.idle_ms_per_step, ".3f"), _fmt(p.idle_pct, ".2f")])
+    return buf.getvalue()
+
+
+def _cell(text: str) -> str:
+    """One Markdown table cell: no newlines, no column breaks."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def horovod_timelines(records: list[dict]) -> str:
+    """One row per run that captured Horovod's timeline: where its allreduce time went."""
+    rows = []
+    for r in records:
+        tl = (r.get("strategy") or {}).get("timeline") or {}
+        s = tl.get("summary")
+        if r.get("status") != "ok" or not s:
+            continue
+        h = r["config"]["strategy"]["horovod"]
+        m = s["median"]
+        t, c = h.get("fusion_threshold_mb"), h.get("cycle_time_ms")
+        setting = (("default" if t is None else f"{t:g} MiB") + " / "
+                   + ("default" if c is None else f"{c:g} ms") + f" / {h.get('overlap', 'hooks')}")
+        cells = [r["name"], str(r["ranks"]), setting, _fmt(m.get("fused_buffers"), ".0f"),
+                 _fmt(m.get("backward_ms"), ".1f"), _fmt(m.get("allreduce_ms"), ".1f"),
+                 _fmt(m.get("allreduce_during_backward_ms"), ".1f"),
+                 _fmt(m.get("wait_after_backward_ms"), ".1f"),
+                 _fmt(m.get("NEGOTIATE_ALLREDUCE_ms"), ".1f"),
+                 _fmt((m.get("MEMCPY_IN_FUSION_BUFFER_ms") or 0)
+                      + (m.get("MEMCPY_OUT_FUSION_BUFFER_ms") or 0), ".2f"),
+                 _fmt(s["cycles"].get("median_gap_ms"), ".1f")]
+        rows.append("|" + "|".join(_cell(c) for c in cells) + "|")
+    if not rows:
+        return ""
+    return ("## Horovod timeline (median per captured step)\n\n"
+            "|Run|Ranks|Fusion / cycle / overlap|Buffers|Backward ms|Allreduce ms|"
+            "…during backward|Wait after backward ms|Negotiate ms|Memcpy ms|Cycle gap ms|\n"
+            "|:--|--:|:--|--:|--:|--:|--:|--:|--:|--:|--:|\n" + "\n".join(rows) + "\n\n")
+
+
+def failed_points(failed: list[dict]) -> str:
+    """The failed points still open (see ``report.open_failures``), one row each."""
+    if not failed:
+        return ""
+    md = "## Failed points\n\n|Experiment|Series|Ranks|Reason|\n|:--|:--|:--|:--|\n"
+    for r in failed:
+        md += (f"|{experiment_id(r['config'])}|{_cell(series_label(r['config']))}|"
+               f"{r['ranks']}|{_cell(r.get('error', ''))[:200]}|\n")
+    return md + "\n"

@@ -1,0 +1,124 @@
+"""The step loop of one run on a rank: warm-up, the measured window, and traced steps after it.
+
+A plain function, not a closure inside the runner, so that the benchmarks
+(bench/bench_overhead*.py) time exactly the loop a run executes as hvdscale's harness.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from hvdscale.core.batching import Schedule
+from hvdscale.core.data import Batch
+from hvdscale.core.faults import maybe_fault
+from hvdscale.core.meter import StepMeter
+from hvdscale.core.progress import ProgressReport
+from hvdscale.core.supervise import StepWatchdog, phase
+from hvdscale.core.world import World
+from hvdscale.strategies.base import Adapter, Strategy
+from hvdscale.train.memory import current_rss_mb
+
+
+@dataclass(frozen=True)
+class LoopParts:
+    """What the loop drives on this rank."""
+
+    strategy: Strategy
+    adapter: Adapter
+    world: World
+    step_timeout_s: float
+    """``measure.step_timeout_s``: the watchdog's limit on one step (0: no watchdog)."""
+    progress: ProgressReport = field(default_factory=ProgressReport)
+    """Told each step and phase (rank 0's report; the caller closes it)."""
+
+
+@dataclass(frozen=True)
+class LoopResult:
+    """What the loop leaves for this rank's entry in the record."""
+
+    meter: StepMeter
+    rss_first_mb: float | None
+    """Resident memory after the first measured step (None without measured steps)."""
+    fingerprint: dict[str, float] | None
+    """The parameters at the window's end (None on a rank that only serves)."""
+    last_loss: float
+    """Summed token loss of the last step (warm-up or measured)."""
+    last_tokens: int
+    """Loss tokens of that step's batch (0 without one)."""
+
+
+def train_loop(parts: LoopParts, schedule: Schedule, batches: Iterator[Batch | None],
+               on_step: Callable[[int], None] | None = None) -> LoopResult:
+    """Run the schedule's warm-up and measured steps, then the strategy's traced steps.
+
+    The window opens after the warm-up's device work has finished and every rank has met, and
+    closes the same way. ``on_step(step)`` (optional) is called last in each warm-up and
+    measured step: the benchmarks time whole iterations with it.
+    """
+    strategy, adapter, world = parts.strategy, parts.adapter, parts.world
+    meter = StepMeter(schedule.warmup_steps)
+    parts.progress.begin(schedule.warmup_steps, schedule.steps, schedule.epochs, meter)
+    watchdog = StepWatchdog(parts.step_timeout_s, world.rank, lambda: strategy.phase)
+    # Traced steps (Horovod's timeline) run after the measured window with fixed step counts,
+    # on the window's last batches again, so tracing never slows a step that is timed.
+    traced = strategy.trace_plan(schedule.steps, endless=schedule.epochs == 0)
+    recent: collections.deque = collections.deque(maxlen=max(1, traced))
+    rss_first = None
+    last_loss = 0.0
+    batch = None
+    phase("training steps")
+    for step in range(-schedule.warmup_steps, schedule.steps):
+        if step == 0:
+            adapter.synchronize()  # warm-up work still queued on a GPU stays out of the window
+            world.barrier()
+            meter.open_window()
+        batch = next(batches)
+        last_loss, computed = _step(parts, watchdog, meter, step, batch)
+        recent.append(batch)
+        _meter_step(meter, step, batch, last_loss, computed, strategy.computes)
+        watchdog.end_step()
+        parts.progress.step(step)
+        if step == 0:
+            rss_first = current_rss_mb()
+        if on_step is not None:
+            on_step(step)
+    adapter.synchronize()
+    phase("barrier: end of the timed window", waiting=True)
+    world.barrier()
+    meter.close_window()
+    fingerprint = adapter.fingerprint() if strategy.computes else None
+    last_tokens = batch.loss_tokens if batch is not None else 0
+    for step in range(schedule.steps, schedule.steps + traced):
+        _step(parts, watchdog, meter, step, recent[(step - schedule.steps) % len(recent)])
+        watchdog.end_step()
+    strategy.before_step(schedule.steps + traced)
+    parts.progress.phase("gather")
+    watchdog.stop()
+    return LoopResult(meter, rss_first, fingerprint, last_loss, last_tokens)
+
+
+def _step(parts: LoopParts, watchdog: StepWatchdog, meter: StepMeter, step: int,
+          batch: Any) -> tuple[float, float]:
+    """One training step; returns its summed loss and the seconds of this rank's own compute."""
+    parts.strategy.before_step(step)
+    watchdog.start_step(step)
+    meter.start_step()
+    maybe_fault(parts.world.rank, f"step:{step}")
+    computed = parts.adapter.compute_s
+    loss = parts.strategy.step(batch)
+    computed = parts.adapter.compute_s - computed
+    parts.adapter.synchronize()  # the step time includes the step's queued device work
+    return loss, computed
+
+
+def _meter_step(meter: StepMeter, step: int, batch: Batch | None, loss: float, computed: float,
+                computes: bool) -> None:
+    """Close the step in the meter; a computing rank without a batch counts an idle step."""
+    if batch is not None:
+        meter.end_step(step, batch.words, batch.loss_tokens, batch.padded_tokens,
+                       batch.sentences, loss, compute_s=computed)
+    else:
+        meter.end_step(step, 0, 0, 0, 0, 0.0, idle=computes)

@@ -1,0 +1,123 @@
+"""The run's record: what each rank contributes (gathered to rank 0) and the record rank 0
+writes from them, with the padding figures it carries."""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from hvdscale.config import to_dict
+from hvdscale.core.batching import Schedule
+from hvdscale.core.meter import summarize
+from hvdscale.core.world import hostname
+from hvdscale.records.store import record_key
+from hvdscale.strategies.base import Adapter, Strategy
+from hvdscale.train.context import RunContext
+from hvdscale.train.data import RunData
+from hvdscale.train.loop import LoopResult
+from hvdscale.train.memory import current_rss_mb, peak_rss_mb
+
+
+def rank_entry(ctx: RunContext, strategy: Strategy, adapter: Adapter, data: RunData,
+               done: LoopResult) -> dict[str, Any]:
+    """This rank's timings, memory, fingerprint and device facts, for the gather."""
+    rank = ctx.world.rank
+    mine = done.meter.rank_summary()
+    mine.update(rank=rank, host=hostname(), computes=strategy.computes,
+                peak_rss_mb=peak_rss_mb(), rss_first_mb=done.rss_first_mb,
+                rss_last_mb=current_rss_mb(), fingerprint=done.fingerprint,
+                last_loss=done.last_loss, last_tokens=done.last_tokens,
+                padding_profile=data.plan.padding_profile() if data.plan is not None else None,
+                device=adapter.device_stats(),
+                gpu=ctx.fw.gpu_provenance(ctx.placement) if rank == 0 else None)
+    return mine
+
+
+def build_record(ctx: RunContext, strategy: Strategy, adapter: Adapter, data: RunData,
+                 schedule: Schedule, ranks: list[dict]) -> dict:
+    """The record of a completed run (rank 0), from every rank's ``rank_entry`` in rank order."""
+    from hvdscale.records.provenance import git_revision, versions
+
+    cfg = ctx.cfg
+    compute = [r["rank"] for r in ranks if r["computes"]]
+    summary = summarize(ranks, compute, strategy.synchronous)
+    final_tokens = sum(r["last_tokens"] for r in ranks)
+    return {
+        "schema": 1,
+        "status": "ok",
+        "name": cfg.name,
+        "started": ctx.started,
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "argv": ctx.argv or sys.argv,
+        "config": to_dict(cfg),
+        "key": record_key(cfg),
+        "ranks": ctx.world.size,
+        "workers": len(compute),
+        "hosts": sorted({r["host"] for r in ranks}),
+        "rank_hosts": [r["host"] for r in ranks],
+        "launcher_backend": ctx.world.backend,
+        "threads": {"intra_op": ctx.intra, "inter_op": ctx.inter,
+                    "mpi_yield_when_idle": os.environ.get("OMPI_MCA_mpi_yield_when_idle")},
+        "horovod_env": ctx.horovod["env"],
+        "horovod_used": ctx.horovod["used"],
+        "loadavg": list(os.getloadavg()),
+        "versions": versions(),
+        "git": git_revision(),
+        "strategy": strategy.info(),
+        "model_params": adapter.num_params,
+        "vocab": {"src": data.src_vocab, "tgt": data.tgt_vocab},
+        "truncated_sentences_rank0": data.corpus.truncated,
+        "measure": {"warmup_steps": schedule.warmup_steps, "steps": schedule.steps,
+                    "epochs": schedule.epochs, "aligned_buckets": schedule.aligned,
+                    "bucketing_mode": schedule.mode,
+                    "batches_per_rank": list(schedule.batches_per_rank)},
+        "padding": padding_summary([r["padding_profile"] for r in ranks if r["computes"]],
+                                   summary["words"], summary["padded_tokens"],
+                                   cfg.model.rnn_impl),
+        "final_loss": (sum(r["last_loss"] for r in ranks) / final_tokens
+                       if final_tokens else None),
+        "fingerprints": [r["fingerprint"] for r in ranks],
+        "memory": [{"rank": r["rank"], "peak_rss_mb": r["peak_rss_mb"],
+                    "rss_first_mb": r["rss_first_mb"], "rss_last_mb": r["rss_last_mb"],
+                    "peak_gpu_mem_mb": r["device"]["peak_gpu_mem_mb"]}
+                   for r in ranks],
+        "device": {"requested": cfg.device, "gpu": ranks[0]["gpu"],
+                   "per_rank": [{"rank": r["rank"], **r["device"]} for r in ranks]},
+        "per_rank": [{"rank": r["rank"], "words": r["words"], "window_s": r["window_s"],
+                      "step_time_median": float(sorted(r["step_times"])[len(r["step_times"])//2])
+                      if r["step_times"] else None}
+                     for r in ranks],
+        **summary,
+    }
+
+
+def padding_summary(profiles: list[dict], words: int, slots: int, rnn_impl: str = "loop") -> dict:
+    """Real tokens vs padded token slots: the measured window, and one epoch of every
+    computing rank's data batched as configured, without bucketing, and padded to the max.
+
+    Next to the padding ratio (slots / real tokens) each entry has the RNN's work ratio (its
+    work slots / real tokens; see ``rnn_work_slots``): the ratio bucketing can save the
+    recurrence of this implementation."""
+    def entry(w: int, n: int) -> dict[str, Any]:
+        work = rnn_work_slots(rnn_impl, w, n)
+        return {"words": w, "slots": n, "padded_fraction": 1.0 - w / n if n else 0.0,
+                "padding_ratio": n / w if w else None, "rnn_work_slots": work,
+                "work_ratio": work / w if w else None}
+
+    out: dict[str, Any] = {"window": entry(words, slots), "rnn_impl": rnn_impl}
+    for name in ("configured", "unbucketed", "pad_to_max"):
+        out[f"epoch_{name}"] = entry(sum(p[name]["words"] for p in profiles),
+                                     sum(p[name]["slots"] for p in profiles))
+    return out
+
+
+def rnn_work_slots(rnn_impl: str, words: int, slots: int) -> int:
+    """Token slots the recurrence really runs: the sum over the time steps it runs of the
+    sequences it steps. ``loop`` steps every row of the padded batch through every time step:
+    all the padded slots. ``fused`` runs packed sequences, stepping at time t only the
+    sequences still alive: the sum of the input lengths, which is the real tokens (``words``
+    counts the lm's inputs, the nmt encoder's source and the decoder's BOS-prefixed target).
+    The embedding, the output projection and the loss still run on every padded slot."""
+    return words if rnn_impl == "fused" else slots

@@ -1,0 +1,161 @@
+"""Token-weighted exactness, for every framework: K steps on N ranks must equal one process on
+the union of the ranks' batches.
+
+Batches are deliberately uneven (strong scaling with an odd global batch, long-tailed lengths),
+so per-rank token counts differ and a plain average of per-rank means would be wrong.
+
+What is compared is the parameters' change from their (shared, seeded) initial values, not the
+parameters: these are dominated by the N(0, 1)-scale initialisation, inside which a wrong update
+would hide. A negative control proves the tolerance can fail: the update of a plain average of
+per-rank mean losses, on the same uneven batches, must lie far outside it.
+
+``tests/mpi/test_exactness.py`` (PyTorch) and ``tests/mpi_tf/test_tf_exactness.py``
+(TensorFlow) are thin: they pick the framework, its tolerance and the cases.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from hvdscale.config import RunConfig, load_config
+from hvdscale.core.batching import (
+    BatchPlan,
+    build_schedule,
+    local_summary,
+    make_plan,
+    make_schedule,
+    per_rank_batch_size,
+)
+from hvdscale.core.data import concat_batches, load_corpus
+from hvdscale.core.device import CPU, Placement
+from hvdscale.frameworks import load_framework
+from hvdscale.strategies import Strategy, make_strategy
+
+K_STEPS = 3
+"""Steps of a fixed-step case (an epoch case runs its whole schedule)."""
+NAIVE_MARGIN = 100
+"""The negative control must miss by at least this many tolerances."""
+
+
+def config(framework: str, strategy: str, *extra: str) -> RunConfig:
+    """A tiny NMT run of ``strategy`` whose ranks hold uneven batches."""
+    return load_config(None, [
+        f"framework={framework}", "model.kind=nmt", "model.embed_dim=16",
+        "model.hidden_size=24", "model.src_vocab=50", "model.tgt_vocab=60",
+        "model.attention=true", "data.batch_size=7", "data.scaling=strong",
+        "data.synthetic.max_len=12", "data.synthetic.mean_len=6",
+        "data.synthetic.sentences_per_rank=64", "optim.name=momentum", "optim.lr=0.3",
+        f"strategy.name={strategy}", *extra])
+
+
+def adapter(cfg: RunConfig, placement: Placement = CPU) -> Any:
+    """A fresh adapter of ``cfg``'s framework (seeded: every call starts from the same values)."""
+    return load_framework(cfg.framework).make_adapter(
+        cfg.model, cfg.optim, cfg.model.src_vocab, cfg.model.tgt_vocab, placement)
+
+
+def plan(cfg: RunConfig, widx: int, nworkers: int) -> BatchPlan:
+    """Worker ``widx``'s batches (an epoch run's plan as the runner makes it)."""
+    corpus = load_corpus(cfg.data, cfg.model.kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
+                         widx, nworkers)
+    if cfg.measure.epochs:
+        return make_plan(corpus, cfg.data, cfg.model.kind, widx, nworkers)
+    return BatchPlan(corpus, cfg.data, cfg.model.kind,
+                     per_rank_batch_size(cfg.data, widx, nworkers), widx)
+
+
+def distributed(cfg: RunConfig, world: Any, stage: bool = False) -> tuple[np.ndarray, Strategy]:
+    """Train ``cfg``'s strategy on this rank; returns (parameters after, the strategy).
+
+    ``stage`` forces the flat buffers through host staging copies, as on a GPU.
+    """
+    fw = load_framework(cfg.framework)
+    strategy = make_strategy(cfg.strategy, world, fw.HorovodStrategy)
+    widx = getattr(strategy, "worker_index", world.rank)
+    nworkers = getattr(strategy, "num_workers", world.size)
+    mine = adapter(cfg, Placement("cpu", stage=stage))
+    strategy.setup(mine)
+    p = plan(cfg, widx, nworkers) if strategy.computes else None
+    if cfg.measure.epochs:
+        _, stream = make_schedule(cfg.measure, p, world)
+        for batch in stream:
+            strategy.step(batch)
+    else:
+        batches = p.batches() if p is not None else None
+        for _ in range(K_STEPS):
+            strategy.step(next(batches) if batches is not None else None)
+    strategy.finish()
+    return mine.params_buffer().astype(np.float64), strategy
+
+
+def worker_steps(cfg: RunConfig, nworkers: int) -> list[list]:
+    """Per step, the batch (or None) of every worker, rebuilt from the agreed schedule."""
+    plans = [plan(cfg, w, nworkers) for w in range(nworkers)]
+    if cfg.measure.epochs:
+        gathered = [local_summary(cfg.measure, p, False) for p in plans]
+        streams = [list(build_schedule(cfg.measure, p, gathered, False)[1]) for p in plans]
+        return [list(step) for step in zip(*streams, strict=True)]
+    its = [p.batches() for p in plans]
+    return [[next(i) for i in its] for _ in range(K_STEPS)]
+
+
+def reference(cfg: RunConfig, steps: list[list], naive: bool = False) -> np.ndarray:
+    """One process: per step one update on the union of the batches (``naive``: the mean of
+    per-worker mean-loss gradients instead, the wrong weighting with uneven batches)."""
+    one = adapter(cfg)
+    for parts in steps:
+        parts = [b for b in parts if b is not None]
+        if not parts:
+            continue
+        one.zero_grad()
+        if naive:  # gradients accumulate: the mean of per-worker mean-loss gradients
+            for b in parts:
+                one.forward_backward(b, 1.0 / (len(parts) * b.loss_tokens))
+        else:
+            union = concat_batches(parts)
+            one.forward_backward(union, 1.0 / union.loss_tokens)
+        one.step()
+    return one.params_buffer().astype(np.float64)
+
+
+def rel_change(got: np.ndarray, ref: np.ndarray, init: np.ndarray) -> float:
+    """Relative distance of ``got``'s change from ``init`` to ``ref``'s change."""
+    d_got, d_ref = got - init, ref - init
+    return float(np.linalg.norm(d_got - d_ref) / np.linalg.norm(d_ref))
+
+
+def check_exact(cfg: RunConfig, params: np.ndarray, nworkers: int, tol: float) -> float:
+    """Assert ``params`` changed as one process on the union would change them, within ``tol``,
+    and that the naive per-worker mean misses by ``NAIVE_MARGIN`` tolerances (skipped with one
+    worker: nothing is uneven, nothing to weigh). Returns the relative error."""
+    steps = worker_steps(cfg, nworkers)
+    init = adapter(cfg).params_buffer().astype(np.float64)
+    ref = reference(cfg, steps)
+    err = rel_change(params, ref, init)
+    assert err < tol, f"parameter change differs from one process by {err:.2e}"
+    if nworkers > 1:
+        sizes = {tuple(b.loss_tokens for b in s if b is not None) for s in steps}
+        assert any(len(set(s)) > 1 for s in sizes), "test data should be uneven across ranks"
+        naive = rel_change(reference(cfg, steps, naive=True), ref, init)
+        assert naive > NAIVE_MARGIN * tol, \
+            f"negative control too close ({naive:.2e}): tolerance too loose"
+    return err
+
+
+def identical_replicas(world: Any, params: np.ndarray) -> None:
+    """Assert every rank holds the same parameters, bit for bit."""
+    everyone = world.allgather(params)
+    for p in everyone[1:]:
+        assert np.array_equal(p, everyone[0]), "replicas differ"
+
+
+def worker_params(world: Any, strategy: Strategy, params: np.ndarray) -> np.ndarray:
+    """The parameters every worker holds (serve-only ranks hold no replica), asserted equal."""
+    everyone = world.allgather((strategy.computes, params))
+    held = [p for computes, p in everyone if computes]
+    assert len(held) == strategy.num_workers  # type: ignore[attr-defined]
+    for p in held:
+        assert np.array_equal(p, held[0])
+    return held[0]
