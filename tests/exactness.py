@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 
 from hvdscale.config import RunConfig, load_config
 from hvdscale.core.batching import (
@@ -142,6 +143,23 @@ def check_exact(cfg: RunConfig, params: np.ndarray, nworkers: int, tol: float) -
         assert naive > NAIVE_MARGIN * tol, \
             f"negative control too close ({naive:.2e}): tolerance too loose"
     return err
+
+
+PS_CASES = [("colocated", 1), ("colocated", 2), ("dedicated", 1)]
+"""(placement, servers) of the parameter-server cases."""
+
+
+def ps_case(framework: str, placement: str, servers: int,
+            world: Any) -> tuple[RunConfig, np.ndarray, Strategy]:
+    """Train the parameter server with ``servers`` servers placed ``placement``; returns the
+    config, the parameters every worker holds (asserted equal) and the strategy. Skips the case
+    when the servers would leave no worker."""
+    if placement == "dedicated" and servers >= world.size:
+        pytest.skip("no worker left")
+    cfg = config(framework, "ps", f"strategy.ps.placement={placement}",
+                 f"strategy.ps.num_servers={servers}")
+    params, strategy = distributed(cfg, world)
+    return cfg, worker_params(world, strategy, params), strategy
 
 
 def identical_replicas(world: Any, params: np.ndarray) -> None:

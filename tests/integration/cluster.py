@@ -159,6 +159,16 @@ def wait_idle(states: object, want: int, logs: object, timeout_s: float = 60) ->
     raise AssertionError(f"nodes never all idle ({seen}):{logs()}")  # type: ignore[operator]
 
 
+def host_pair(tag: str, ns: str, veth: str, name: str, net: int) -> dict[str, tuple[str, str]]:
+    """Names for two namespace hosts of one test run (``tag``: a number unique to the run):
+    ``ns`` (network namespaces), ``veth`` (the veth ends' temporary names; both become hvd0),
+    ``addr`` (in 10.<net..net+49>.x.0/24) and ``names`` (hostnames)."""
+    t = int(tag)
+    subnet = f"10.{net + t % 50}.{t % 250}"
+    return {"ns": (f"{ns}-a{tag}", f"{ns}-b{tag}"), "veth": (f"{veth}a{tag}", f"{veth}b{tag}"),
+            "addr": (f"{subnet}.1", f"{subnet}.2"), "names": (f"{name}-a{tag}", f"{name}-b{tag}")}
+
+
 def veth_hosts(ns: Sequence[str], veth: Sequence[str], addr: Sequence[str]) -> None:
     """Two network namespaces joined by a veth pair whose ends are both named ``hvd0``
     (horovodrun needs one interface name on every host), each end with its address in a /24."""

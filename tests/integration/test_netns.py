@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.cluster import (
+    host_pair,
     remove_hosts,
     sh,
     ssh_keys,
@@ -42,11 +43,9 @@ class TwoHosts:
 
     def __init__(self, tmp: Path, tag: str) -> None:
         self.tmp = tmp
-        self.ns = (f"hvdscale-a{tag}", f"hvdscale-b{tag}")
-        self.veth = (f"hvsa{tag}", f"hvsb{tag}")  # temporary names; both become hvd0
-        net = f"10.{200 + int(tag) % 50}.{int(tag) % 250}"
-        self.addr = (f"{net}.1", f"{net}.2")
-        self.names = (f"hvd-a{tag}", f"hvd-b{tag}")
+        pair = host_pair(tag, "hvdscale", "hvs", "hvd", 200)  # test_slurm_multinode: 150
+        self.ns, self.veth, self.addr, self.names = (pair[k] for k in ("ns", "veth", "addr",
+                                                                       "names"))
         self.ssh_config = tmp / "ssh_config"
 
     def in_first(self, script: str) -> list[str]:

@@ -36,6 +36,7 @@ import pytest
 
 from tests.integration.cluster import (
     end_conf_processes,
+    host_pair,
     kill_namespace,
     munge_dirs,
     munged_argv,
@@ -68,11 +69,9 @@ class Cluster:
 
     def __init__(self, tmp: Path, tag: str) -> None:
         self.dir = tmp
-        self.ns = (f"hvdslurm-a{tag}", f"hvdslurm-b{tag}")
-        self.veth = (f"hvma{tag}", f"hvmb{tag}")  # temporary names; both become hvd0
-        net = f"10.{150 + int(tag) % 50}.{int(tag) % 250}"  # test_netns uses 10.200-249
-        self.addr = (f"{net}.1", f"{net}.2")
-        self.names = (f"slnode-a{tag}", f"slnode-b{tag}")
+        pair = host_pair(tag, "hvdslurm", "hvm", "slnode", 150)  # test_netns uses 10.200-249
+        self.ns, self.veth, self.addr, self.names = (pair[k] for k in ("ns", "veth", "addr",
+                                                                       "names"))
         self.conf = tmp / "slurm.conf"
         self.hosts = tmp / "hosts"
         self.ssh_config = tmp / "ssh_config"

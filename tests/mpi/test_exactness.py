@@ -17,13 +17,14 @@ import pytest
 
 from hvdscale.core.world import is_gloo_launch
 from tests.exactness import (
+    PS_CASES,
     adapter,
     check_exact,
     distributed,
     identical_replicas,
+    ps_case,
     reference,
     rel_change,
-    worker_params,
     worker_steps,
 )
 from tests.exactness import config as _config
@@ -79,20 +80,13 @@ def test_independent_replicas_diverge(comm_world) -> None:
     assert not np.array_equal(everyone[0], everyone[1])
 
 
-ps_cases = [("colocated", 1), ("colocated", 2), ("dedicated", 1)]
-
-
 @pytest.mark.np3
 @pytest.mark.skipif(is_gloo_launch(), reason="the parameter server needs an MPI launch")
-@pytest.mark.parametrize("placement,servers", ps_cases)
+@pytest.mark.parametrize("placement,servers", PS_CASES)
 def test_ps_equals_one_process_and_horovod(placement, servers, hvd, comm_world) -> None:
-    if placement == "dedicated" and servers >= comm_world.size:
-        pytest.skip("no worker left")
-    cfg = _cfg("ps", f"strategy.ps.placement={placement}", f"strategy.ps.num_servers={servers}")
-    params, strategy = distributed(cfg, comm_world)
-    # Serve-only ranks hold no replica: compare what every worker holds.
-    held = worker_params(comm_world, strategy, params)
-    check_exact(cfg, held, strategy.num_workers, REL_TOL)
+    # Serve-only ranks hold no replica: what every worker holds is compared.
+    cfg, params, strategy = ps_case("torch", placement, servers, comm_world)
+    check_exact(cfg, params, strategy.num_workers, REL_TOL)
     # The same function as horovod on the same workers' data (colocated: all ranks work).
     if placement == "colocated":
         hv, _ = distributed(_cfg("horovod"), comm_world)

@@ -15,10 +15,11 @@ import pytest
 
 from hvdscale.core.world import is_gloo_launch
 from tests.exactness import (
+    PS_CASES,
     check_exact,
     distributed,
     identical_replicas,
-    worker_params,
+    ps_case,
     worker_steps,
 )
 from tests.exactness import config as _config
@@ -60,18 +61,12 @@ def test_tf_whole_epoch_with_idle_steps_is_exact(strategy, hvd, comm_world) -> N
     check_exact(cfg, params, comm_world.size, REL_TOL)
 
 
-ps_cases = [("colocated", 1), ("colocated", 2), ("dedicated", 1)]
-
-
 @pytest.mark.np3
 @pytest.mark.skipif(is_gloo_launch(), reason="the parameter server needs an MPI launch")
-@pytest.mark.parametrize("placement,servers", ps_cases)
+@pytest.mark.parametrize("placement,servers", PS_CASES)
 def test_tf_ps_equals_one_process(placement, servers, hvd, comm_world) -> None:
-    if placement == "dedicated" and servers >= comm_world.size:
-        pytest.skip("no worker left")
-    cfg = _cfg("ps", f"strategy.ps.placement={placement}", f"strategy.ps.num_servers={servers}")
-    params, strategy = distributed(cfg, comm_world)
-    check_exact(cfg, worker_params(comm_world, strategy, params), strategy.num_workers, REL_TOL)
+    cfg, params, strategy = ps_case("tf", placement, servers, comm_world)
+    check_exact(cfg, params, strategy.num_workers, REL_TOL)
 
 
 def test_tf_independent_replicas_diverge(comm_world) -> None:
