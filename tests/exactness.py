@@ -15,6 +15,7 @@ per-rank mean losses, on the same uneven batches, must lie far outside it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ from hvdscale.core.batching import (
 )
 from hvdscale.core.data import concat_batches, load_corpus
 from hvdscale.core.device import CPU, Placement
+from hvdscale.core.world import is_gloo_launch
 from hvdscale.frameworks import load_framework
 from hvdscale.strategies import Strategy, make_strategy
 
@@ -147,6 +149,15 @@ def check_exact(cfg: RunConfig, params: np.ndarray, nworkers: int, tol: float) -
 
 PS_CASES = [("colocated", 1), ("colocated", 2), ("dedicated", 1)]
 """(placement, servers) of the parameter-server cases."""
+
+
+def ps_cases(test: Callable) -> Callable:
+    """Mark a test as the parameter-server cases: parametrised by ``PS_CASES``, run at np=3
+    too, skipped under ``horovodrun --gloo`` (the parameter server needs an MPI launch)."""
+    test = pytest.mark.parametrize("placement,servers", PS_CASES)(test)
+    test = pytest.mark.skipif(is_gloo_launch(), reason="the parameter server needs an MPI "
+                              "launch")(test)
+    return pytest.mark.np3(test)
 
 
 def ps_case(framework: str, placement: str, servers: int,

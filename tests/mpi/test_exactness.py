@@ -17,12 +17,12 @@ import pytest
 
 from hvdscale.core.world import is_gloo_launch
 from tests.exactness import (
-    PS_CASES,
     adapter,
     check_exact,
     distributed,
     identical_replicas,
     ps_case,
+    ps_cases,
     reference,
     rel_change,
     worker_steps,
@@ -80,9 +80,7 @@ def test_independent_replicas_diverge(comm_world) -> None:
     assert not np.array_equal(everyone[0], everyone[1])
 
 
-@pytest.mark.np3
-@pytest.mark.skipif(is_gloo_launch(), reason="the parameter server needs an MPI launch")
-@pytest.mark.parametrize("placement,servers", PS_CASES)
+@ps_cases
 def test_ps_equals_one_process_and_horovod(placement, servers, hvd, comm_world) -> None:
     # Serve-only ranks hold no replica: what every worker holds is compared.
     cfg, params, strategy = ps_case("torch", placement, servers, comm_world)

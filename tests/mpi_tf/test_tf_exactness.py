@@ -15,11 +15,11 @@ import pytest
 
 from hvdscale.core.world import is_gloo_launch
 from tests.exactness import (
-    PS_CASES,
     check_exact,
     distributed,
     identical_replicas,
     ps_case,
+    ps_cases,
     worker_steps,
 )
 from tests.exactness import config as _config
@@ -61,9 +61,7 @@ def test_tf_whole_epoch_with_idle_steps_is_exact(strategy, hvd, comm_world) -> N
     check_exact(cfg, params, comm_world.size, REL_TOL)
 
 
-@pytest.mark.np3
-@pytest.mark.skipif(is_gloo_launch(), reason="the parameter server needs an MPI launch")
-@pytest.mark.parametrize("placement,servers", PS_CASES)
+@ps_cases
 def test_tf_ps_equals_one_process(placement, servers, hvd, comm_world) -> None:
     cfg, params, strategy = ps_case("tf", placement, servers, comm_world)
     check_exact(cfg, params, strategy.num_workers, REL_TOL)
