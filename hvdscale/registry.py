@@ -8,7 +8,12 @@ one entry here. This module imports nothing, so every layer may read it.
 
 from __future__ import annotations
 
-FRAMEWORKS: tuple[str, ...] = ("torch", "tf")
+LIBRARIES: dict[str, str] = {"torch": "torch", "tf": "tensorflow"}
+"""Each framework's name and the Python library its package imports (a study tool checks that
+the library is installed without importing it: importing one framework before another is
+timed would change what is measured)."""
+
+FRAMEWORKS: tuple[str, ...] = tuple(LIBRARIES)
 """Framework names, in the order reports list them: PyTorch, TensorFlow."""
 
 

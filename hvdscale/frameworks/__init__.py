@@ -13,7 +13,7 @@ framework provides every hook):
    a ``gemm`` module (``backend(threads)``: the RNN GEMMs for ``hvdscale gemm``) and a
    ``profile`` module (``profile_steps``: op and kernel counts for ``hvdscale profile``);
 2. ``models/<name>/``: the seq2seq and LM models with the shared parameter order;
-3. one entry in ``hvdscale.registry.FRAMEWORKS``.
+3. one entry in ``hvdscale.registry.LIBRARIES`` (its name and the library it imports).
 """
 
 from __future__ import annotations

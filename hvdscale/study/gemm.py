@@ -24,6 +24,7 @@ set explicitly (default 1) before the framework starts and recorded.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import socket
 import statistics
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.errors import HvdscaleError
-from hvdscale.registry import FRAMEWORKS, check_framework
+from hvdscale.registry import FRAMEWORKS, LIBRARIES, check_framework
 from hvdscale.study.gemm_findings import findings_text, pretranspose_wins, slower_with_larger_batch
 from hvdscale.study.names import parse_names
 from hvdscale.study.plotting import figure
@@ -141,6 +142,15 @@ def load_backend(framework: str) -> Callable[[int], Callable[..., Callable[[], o
             raise
         raise HvdscaleError(f"--framework {framework}: {missing} is not installed") from None
     return module.backend
+
+
+def _check_installed(framework: str) -> None:
+    """A registered framework whose library is installed, found without importing it (a
+    framework imported before another is timed could change that one's figures)."""
+    check_framework(framework, "--framework")
+    library = LIBRARIES[framework]
+    if importlib.util.find_spec(library) is None:
+        raise HvdscaleError(f"--framework {framework}: {library} is not installed")
 
 
 CLOCKS = ("auto", "wall", "cpu")
@@ -261,8 +271,8 @@ def run_gemm(frameworks: list[str], spec: GemmSpec,
             raise HvdscaleError(f"{name} must be an integer >= {low} (got {val!r})")
     used = resolve_clock(spec.clock, spec.threads)
     _set_thread_env(spec.threads)
-    for fw in frameworks:  # every framework importable before the first is measured
-        load_backend(fw)
+    for fw in frameworks:  # every framework installed before the first is measured
+        _check_installed(fw)
     from hvdscale.records.provenance import git_revision, versions
 
     started = datetime.now(UTC).isoformat(timespec="seconds")

@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import psutil
@@ -146,17 +146,18 @@ def munged_argv(d: Path) -> list[str]:
             f"--log-file={d / 'log' / 'munged.log'}", f"--seed-file={m / 'seed'}", "--force"]
 
 
-def wait_idle(states: object, want: int, logs: object, timeout_s: float = 60) -> None:
+def wait_idle(states: Callable[[], dict[str, str]], want: int, logs: Callable[[], str],
+              timeout_s: float = 60) -> None:
     """Poll ``states()`` (node -> SLURM state) until ``want`` nodes are idle, else fail with
     ``logs()``."""
     deadline = time.monotonic() + timeout_s
     seen: dict[str, str] = {}
     while time.monotonic() < deadline:
-        seen = states()  # type: ignore[operator]
+        seen = states()
         if sorted(seen.values()) == ["idle"] * want:
             return
         time.sleep(1)
-    raise AssertionError(f"nodes never all idle ({seen}):{logs()}")  # type: ignore[operator]
+    raise AssertionError(f"nodes never all idle ({seen}):{logs()}")
 
 
 def host_pair(tag: str, ns: str, veth: str, name: str, net: int) -> dict[str, tuple[str, str]]:

@@ -19,7 +19,7 @@ import pytest
 
 from hvdscale.frameworks import load_framework
 from hvdscale.frameworks.base import Framework
-from hvdscale.registry import FRAMEWORKS
+from hvdscale.registry import FRAMEWORKS, LIBRARIES
 
 _PROBE = """
 import json, sys
@@ -40,7 +40,8 @@ print(json.dumps({"FRAMEWORK": getattr(fw, "FRAMEWORK", None),
                   "allreduce_op": callable(getattr(getattr(fw, "HOROVOD", None),
                                                    "allreduce_op", None)),
                   "gemm": has(base + ".gemm", "backend"),
-                  "profile": has(base + ".profile", "profile_steps")}))
+                  "profile": has(base + ".profile", "profile_steps"),
+                  "library_loaded": sys.argv[3] in sys.modules}))
 """
 
 
@@ -62,7 +63,8 @@ def test_protocol_declares_the_known_hooks() -> None:
 @pytest.mark.parametrize("name", FRAMEWORKS)
 def test_framework_provides_every_hook(name: str) -> None:
     declared = hooks()
-    r = subprocess.run([sys.executable, "-c", _PROBE, name, json.dumps(sorted(declared))],
+    r = subprocess.run([sys.executable, "-c", _PROBE, name, json.dumps(sorted(declared)),
+                        LIBRARIES[name]],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     found_line, facts_line = r.stdout.strip().splitlines()[-2:]
@@ -78,6 +80,9 @@ def test_framework_provides_every_hook(name: str) -> None:
     assert facts["allreduce_op"], f"hvdscale.frameworks.{name}.HOROVOD lacks allreduce_op"
     assert facts["gemm"], f"hvdscale.frameworks.{name}.gemm lacks backend()"
     assert facts["profile"], f"hvdscale.frameworks.{name}.profile lacks profile_steps()"
+    # The registry names the library the package imports (checked without importing it).
+    assert facts["library_loaded"], f"hvdscale.frameworks.{name} never imported " \
+        f"{LIBRARIES[name]} (hvdscale.registry.LIBRARIES)"
 
 
 def test_load_framework_refuses_an_unknown_name() -> None:
