@@ -14,7 +14,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     pr = subparsers.add_parser(
         NAME, help="predict step time, words/s and efficiency per strategy and rank count",
         description="From the model's gradient bytes, the compute time (records or a given "
-        "rate) and the network (commbench or latency/bandwidth). See hvdscale/study/predict/.")
+        "rate) and the network (commbench or latency/bandwidth), unfitted; or fitted to your "
+        "own small runs with --fit RESULTS. See hvdscale/study/predict/.")
     common.add_config(pr)
     common.add_set(pr)
     pr.add_argument("--ranks", default="1,2,4,...,512", help="e.g. 1,2,4,...,512 (default)")
@@ -38,7 +39,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                     help="share of compute in backward, for overlap (default 0.67)")
     pr.add_argument("--servers", type=int, default=None,
                     help="dedicated PS servers (default strategy.ps.num_servers)")
-    pr.add_argument("--plot", default=None, metavar="PNG", help="write the efficiency plot")
+    pr.add_argument("--fit", default=None, metavar="RESULTS",
+                    help="fit the model to the recorded points of one experiment (np=1,2,... "
+                    "per strategy) instead of using a network and a rate; prints the chosen "
+                    "family, its parameters with standard errors, each point's held-out error "
+                    "and predictions with a 95 %% interval")
+    pr.add_argument("--plot", default=None, metavar="PNG", help="write the efficiency plot "
+                    "(with --fit: measured points, the fit and its interval)")
     common.add_json(pr, "print JSON instead of tables")
     return pr
 
@@ -50,7 +57,7 @@ def handle(args: argparse.Namespace) -> int:
     spec = predict.PredictSpec(
         args.ranks, args.comm, args.latency, args.bandwidth, args.mem_bandwidth, args.records,
         args.single_rate, args.compute_ms, args.scaling, args.backward_fraction, args.servers,
-        args.transport)
+        args.transport, args.fit)
     res = predict.run_predict(args.config, args.set, spec, args.plot)
     print(predict.dumps(res) if args.json else predict.render(res), end="")
     return 0

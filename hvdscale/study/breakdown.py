@@ -4,7 +4,8 @@ For a point with W workers, window T and words summed over the workers, linear s
 the 1-worker run of the same config (words/s w1, the median of its runs, as the report's
 speedup) would have taken T_lin = words / (W w1). The loss of efficiency is (T - T_lin) / T,
 exactly 100 minus the point's efficiency. Averaged over the workers, T - T_lin is the mean over
-ranks r of T - words_r / w1, which splits per rank into:
+ranks r of T - words_r / w1, which splits per rank into (``hvdscale.study.decompose``, the one
+decomposition the fitted prediction uses too):
 
 - compute slowdown: compute_r - words_r x c1, the rank's forward+backward time above what the
   1-worker run spent per word (c1): contention for cores and memory, smaller GEMMs;
@@ -26,57 +27,13 @@ communication and straggler idle too, and the row says so rather than pretending
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
-PARTS = ("compute_slowdown", "exposed_comm", "straggler_idle", "rest")
+from hvdscale.study.decompose import PARTS, split_loss
+
 PART_LABELS = {"compute_slowdown": "compute slowdown", "exposed_comm": "exposed communication",
                "straggler_idle": "straggler idle", "rest": "rest"}
-
-
-def _baseline(base: list[dict]) -> dict[str, float]:
-    """w1 (median words/s), c1 (compute per word) and g1 (non-compute step time per step)."""
-    c1, g1 = [], []
-    for r in base:
-        rt = r["rank_times"][0]
-        c1.append(rt["compute_s"] / rt["words"])
-        g1.append((rt["step_s"] - rt["compute_s"]) / rt["steps"])
-    return {"w1": statistics.median(r["words_per_s"] for r in base),
-            "c1": statistics.median(c1), "g1": statistics.median(g1)}
-
-
-def split_loss(rec: dict, base: list[dict]) -> dict[str, Any]:
-    """The loss of ``rec`` against linear speedup over ``base`` (its 1-worker records), by part.
-
-    Returns:
-        ``efficiency_pct``, ``loss_pct`` and each part of ``PARTS`` in points of efficiency
-        (they sum to ``loss_pct``), in seconds per rank too, and the ``dominant`` part.
-    """
-    b = _baseline(base)
-    T = rec["window_s"]
-    idle = {p["rank"]: p["idle_s"] for p in (rec.get("idle") or {}).get("per_rank", [])}
-    sums = dict.fromkeys(PARTS, 0.0)
-    total = 0.0
-    ranks = rec["rank_times"]
-    for rt in ranks:
-        gap = T - rt["words"] / b["w1"]
-        comp = rt["compute_s"] - rt["words"] * b["c1"]
-        wait = idle.get(rt["rank"], 0.0)
-        comm = rt["step_s"] - rt["compute_s"] - wait - rt["steps"] * b["g1"]
-        for k, v in zip(PARTS, (comp, comm, wait, gap - comp - comm - wait), strict=True):
-            sums[k] += v
-        total += gap
-    n = len(ranks)
-    eff = 100.0 * rec["words"] / T / (rec["workers"] * b["w1"])
-    out: dict[str, Any] = {"efficiency_pct": eff, "loss_pct": 100.0 * total / n / T,
-                           "seconds": {k: v / n for k, v in sums.items()}}
-    for k in PARTS:
-        out[k] = 100.0 * sums[k] / n / T
-    out["dominant"] = max(PARTS, key=lambda k: out[k])
-    if (rec.get("strategy") or {}).get("compute_includes_allreduce"):
-        out["merged"] = ("compute includes the allreduce and the wait for slower ranks "
-                         "(TensorFlow reduces inside the train step)")
-    return out
+__all__ = ["PARTS", "PART_LABELS", "breakdowns", "section", "split_loss"]
 
 
 def _label(rec: dict) -> str:

@@ -95,6 +95,9 @@ def test_predict_validates_against_every_measured_point(results: Path,
                              "--bandwidth", "10Gbit", "--records", str(results))
     assert code == 0, err
     assert "## Validation: predicted vs measured words/s" in out and "|horovod|2|2|" in out
+    assert "Unfitted" in out and json.loads(predict(capsys, "configs/demo.yaml", "--ranks", "1",
+        "--latency", "1us", "--bandwidth", "1GB/s", "--compute-ms", "5", "--json")[1]
+    )["fitted"] is False
 
 
 def test_predict_reproduces_the_textbook_ring_step(tmp_path: Path,

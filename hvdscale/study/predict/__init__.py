@@ -5,7 +5,10 @@ only), the compute time per step and how it grows with the per-rank batch (``com
 on 1-worker records, or given as a single-device rate), and the network (a commbench result, or
 a latency and a bandwidth). ``cost`` holds the communication costs, ``forecast`` the step time
 per strategy and rank count and the validation against records, ``output`` the tables, plot and
-JSON, ``run`` the command from its options.
+JSON, ``run`` the command from its options. Fitted to measured points: ``families`` (the cost
+formulas and which strategy takes which), ``fit`` (least squares, held-out error, the choice),
+``ownfit`` (one's own records, via ``hvdscale.study.decompose``), ``tables`` and ``backtest``
+(the public scaling tables under ``tables/``), ``fitoutput`` (its tables and plot).
 """
 
 from hvdscale.study.predict.compute import ComputeModel

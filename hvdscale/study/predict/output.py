@@ -14,9 +14,16 @@ OVERSUBSCRIBED = "oversubscribed (more rank threads than cores)"
 
 
 def render(result: dict[str, Any]) -> str:
-    """Markdown: the assumptions, efficiency per strategy and rank count, validation."""
+    """Markdown: the assumptions, efficiency per strategy and rank count, validation (or the
+    fitted model's output for ``predict --fit``)."""
+    if result.get("fitted"):
+        from hvdscale.study.predict.fitoutput import render_fit
+
+        return render_fit(result)
     p = result["prediction"]
     lines = [f"# hvdscale predict: {result['config']}\n",
+             "- Unfitted: the model below is built from the given network and compute inputs, "
+             "not fitted to measured scaling (fit it to your own runs with --fit RESULTS).",
              f"- Model: {p['model_bytes'] / 2**20:.1f} MB of gradients in {p['tensors']} tensors "
              f"(largest {p['largest_tensor_bytes'] / 2**20:.1f} MB); fusion threshold "
              f"{p['fusion_threshold_bytes'] / 2**20:g} MB; PS dedicated servers: {p['servers']}",

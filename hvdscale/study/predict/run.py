@@ -21,6 +21,7 @@ from hvdscale.study.predict.inputs import (
     network_from_args,
     network_from_comm,
     parse_ranks,
+    reduced_bytes_per_step,
 )
 from hvdscale.study.predict.output import plot
 
@@ -43,6 +44,8 @@ class PredictSpec:
     backward_fraction: float = 2 / 3
     servers: int | None = None
     transport: str = ""
+    fit: str | None = None
+    """A results directory of one experiment: fit the model to its points (``ownfit``)."""
 
 
 def _scalings(spec: PredictSpec) -> list[str]:
@@ -94,6 +97,8 @@ def run_predict(config: str, sets: list[str], spec: PredictSpec,
     cfg = load_config(config, sets)
     rank_list = parse_ranks(spec.ranks)
     scalings = _scalings(spec)
+    if spec.fit:
+        return run_fitted(cfg, config, sets, spec, rank_list, plot_path)
     net = _network(spec)
     tensors = gradient_bytes(cfg)
     recs = load_records(spec.records, cfg) if spec.records else []
@@ -102,7 +107,37 @@ def run_predict(config: str, sets: list[str], spec: PredictSpec,
     pred = predict(cfg, rank_list, net, cm, scalings, bf, spec.servers)
     result = {"kind": "predict", "config": str(config), "overrides": sets, "ranks": rank_list,
               "network": net.__dict__, "compute": {**cm.__dict__}, "prediction": pred,
-              "validation": validate(recs, tensors, net, cm, bf) if recs else []}
+              "validation": validate(recs, tensors, net, cm, bf) if recs else [],
+              "fitted": False}
     if plot_path:
         plot(result, Path(plot_path))
+    return result
+
+
+def run_fitted(cfg: RunConfig, config: str, sets: list[str], spec: PredictSpec,
+               ranks: list[int], plot_path: str | None) -> dict[str, Any]:
+    """``predict --fit RESULTS``: the model fitted to the results' points (see ``ownfit``).
+
+    Raises:
+        HvdscaleError: no records, mixed experiments, a missing n, one rank count.
+    """
+    from hvdscale.records.store import read_records
+    from hvdscale.study.predict.fitoutput import plot_fit
+    from hvdscale.study.predict.ownfit import fit_records
+
+    if not Path(spec.fit or "").exists():
+        raise HvdscaleError(f"--fit {spec.fit}: no such results directory or file")
+    recs = [r for r in read_records(spec.fit) if isinstance(r, dict)
+            and r.get("status") == "ok" and r.get("kind", "run") == "run"]
+    servers = spec.servers or cfg.strategy.ps.num_servers
+    fit = fit_records(recs, reduced_bytes_per_step(cfg), servers, ranks,
+                      spec.backward_fraction)
+    result = {"kind": "predict-fit", "fitted": True, "config": str(config), "overrides": sets,
+              "records": str(spec.fit), "ranks": ranks, "fit": fit}
+    if plot_path:
+        measured: dict[str, list[tuple[int, float]]] = {}
+        for r in recs:
+            measured.setdefault(r["config"]["strategy"]["name"], []).append(
+                (r["workers"], r["words_per_s"]))
+        plot_fit(result, measured, Path(plot_path))
     return result

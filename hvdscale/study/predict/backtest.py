@@ -1,0 +1,160 @@
+"""The back-test: on each public table, fit on n <= 4 GPUs and predict the rest.
+
+Per table the step time per batch is fitted as t(n) = t0 + family(n) (``fit.choose`` over the
+table's strategy's families in ``families.STRATEGY_FAMILIES``, the same procedure for every
+table, no per-table choice by hand); predicted words/s at n is n x (words per GPU per step, the
+mean over the fitted points) / t(n), with an interval from the parameters' uncertainty.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hvdscale.study.plotting import figure
+from hvdscale.study.predict.families import families_for
+from hvdscale.study.predict.fit import Z95, choose
+from hvdscale.study.predict.tables import Table, load_tables
+
+FIT_MAX = 4
+GOAL_PCT = 10.0
+STRETCH_PCT = 5.0
+
+
+def _interval(n: int, words: float, t: float, sd: float) -> tuple[float | None, float | None]:
+    """words/s interval from the step time's +- Z95 x sd (None where unknown or unbounded)."""
+    if not math.isfinite(sd):
+        return None, None
+    hi_t, lo_t = t + Z95 * sd, t - Z95 * sd
+    return n * words / hi_t, (n * words / lo_t if lo_t > 0 else None)
+
+
+def backtest_table(table: Table, fit_max: int = FIT_MAX) -> dict[str, Any]:
+    """Fit ``table`` on n <= ``fit_max``, predict every larger n; the entry for the JSON."""
+    fit_n = [n for n in table.gpus if n <= fit_max]
+    idx = [table.gpus.index(n) for n in fit_n]
+    choice = choose(families_for(table.strategy), fit_n, [table.step_s[i] for i in idx])
+    words = float(np.mean([table.words_per_rank_step(n) for n in fit_n]))
+    rows = []
+    for i, n in enumerate(table.gpus):
+        if n <= fit_max:
+            continue
+        t, sd = choice.fit.predict(n)
+        pred = n * words / t
+        lo, hi = _interval(n, words, t, sd)
+        meas = table.words_per_s[i]
+        rows.append({"table": table.name, "n": n, "measured_words_per_s": meas,
+                     "predicted_words_per_s": pred, "interval_words_per_s": [lo, hi],
+                     "error_pct": 100.0 * (pred - meas) / meas})
+    last = rows[-1] if rows else None
+    out: dict[str, Any] = {
+        "table": table.name, "strategy": table.strategy, "rnn": table.rnn,
+        "source": table.source, "fit_n": fit_n, "family": choice.fit.family.name,
+        "formula": choice.fit.family.formula, "meaning": choice.fit.family.meaning,
+        "how": choice.how, "params": choice.fit.table(),
+        "scores_pct": {k: 100 * v for k, v in choice.scores.items()},
+        "held_out_fit_pct": {str(n): 100 * e for n, e in choice.held_out.items()},
+        "predictions": rows, "largest_n": last["n"] if last else None,
+        "fit_curve": [[n, n * words / choice.fit.predict(n)[0]] for n in table.gpus],
+        "error_at_largest_pct": last["error_pct"] if last else None}
+    out["within_goal"] = last is not None and abs(last["error_pct"]) <= GOAL_PCT
+    out["residual_from_n"] = next((r["n"] for r in rows if abs(r["error_pct"]) > STRETCH_PCT),
+                                  None)
+    return out
+
+
+def run_backtest(directory: Path | None = None, fit_max: int = FIT_MAX) -> dict[str, Any]:
+    """Back-test every table; ``entries`` holds one row per table and held-out n."""
+    tables = load_tables(directory) if directory else load_tables()
+    per = [backtest_table(t, fit_max) for t in tables]
+    entries = [r for p in per for r in p["predictions"]]
+    worst = max(per, key=lambda p: abs(p["error_at_largest_pct"] or 0.0))
+    errs = [abs(e["error_pct"]) for e in entries]
+    return {"kind": "backtest", "fit_max_n": fit_max, "goal_pct": GOAL_PCT,
+            "stretch_pct": STRETCH_PCT, "tables": per, "entries": entries,
+            "overall": {"worst_table": worst["table"],
+                        "worst_error_at_largest_pct": worst["error_at_largest_pct"],
+                        "tables_within_goal": sum(p["within_goal"] for p in per),
+                        "tables": len(per), "mean_abs_error_pct": float(np.mean(errs)),
+                        "max_abs_error_pct": float(np.max(errs))}}
+
+
+def render_summary(result: dict[str, Any]) -> str:
+    """The 10-row table: family, error at the largest n, where the residual starts."""
+    lines = ["|Table|Strategy|Family (chosen by held-out error)|Largest n|Measured words/s|"
+             "Predicted words/s|Error (%)|Within 10 %|Residual > 5 % from n|",
+             "|:--|:--|:--|--:|--:|--:|--:|:--|--:|"]
+    for p in result["tables"]:
+        last = p["predictions"][-1]
+        lines.append(f"|{p['table']}|{p['strategy']}|{p['family']}|{last['n']}|"
+                     f"{last['measured_words_per_s']:.0f}|{last['predicted_words_per_s']:.0f}|"
+                     f"{last['error_pct']:+.1f}|{'yes' if p['within_goal'] else 'no'}|"
+                     f"{p['residual_from_n'] or '-'}|")
+    o = result["overall"]
+    lines.append("")
+    lines.append(f"Worst at the largest n: {o['worst_table']} "
+                 f"{o['worst_error_at_largest_pct']:+.1f} %; {o['tables_within_goal']} of "
+                 f"{o['tables']} tables within "
+                 f"{result['goal_pct']:g} %; mean |error| over every held-out n "
+                 f"{o['mean_abs_error_pct']:.1f} %.")
+    return "\n".join(lines) + "\n"
+
+
+def render(result: dict[str, Any]) -> str:
+    """Everything: per table its fit and each held-out n, then the summary."""
+    lines = [f"# hvdscale backtest: fit on n <= {result['fit_max_n']}, predict the rest\n"]
+    for p in result["tables"]:
+        params = ", ".join(f"{q['name']} = {q['value']:.4g}"
+                           + (f" +- {q['se']:.2g}" if q["se"] is not None else " (se unknown)")
+                           for q in p["params"])
+        held = ", ".join(f"n={n}: {e:+.1f} %" for n, e in p["held_out_fit_pct"].items())
+        lines += [f"## {p['table']} ({p['strategy']}, {p['rnn']})",
+                  f"- family: {p['family']}: t(n) = t0 + {p['formula']} ({p['meaning']}); "
+                  f"chosen by {p['how']}",
+                  f"- parameters: {params}", f"- held-out error on the fitted points: {held}",
+                  "", "|n|Measured words/s|Predicted words/s|95 % interval|Error (%)|",
+                  "|--:|--:|--:|:--|--:|"]
+        for r in p["predictions"]:
+            lo, hi = r["interval_words_per_s"]
+            iv = f"{lo:.0f} - {hi:.0f}" if lo is not None and hi is not None else "unbounded"
+            lines.append(f"|{r['n']}|{r['measured_words_per_s']:.0f}|"
+                         f"{r['predicted_words_per_s']:.0f}|{iv}|{r['error_pct']:+.1f}|")
+        if not p["within_goal"]:
+            lines.append(f"\nNo family fits within {result['goal_pct']:g} % at n = "
+                         f"{p['largest_n']}; the residual exceeds {result['stretch_pct']:g} % "
+                         f"from n = {p['residual_from_n']}.")
+        lines.append("")
+    lines += ["## Summary", "", render_summary(result)]
+    return "\n".join(lines)
+
+
+def plot(result: dict[str, Any], path: Path) -> Path:
+    """PNG: per table, measured words/s, the fit's prediction and its interval."""
+    tabs = result["tables"]
+    cols = 5
+    rows = math.ceil(len(tabs) / cols)
+    tables = {t.name: t for t in load_tables()}
+    with figure(path, rows, cols, figsize=(3.4 * cols, 3.0 * rows), squeeze=False) as (fig, ax):
+        for a, p in zip(ax.flat, tabs, strict=False):
+            t = tables.get(p["table"])
+            if t is not None:
+                a.plot(t.gpus, t.words_per_s, "ko", ms=3, label="measured")
+            pr = p["predictions"]
+            ns = [r["n"] for r in pr]
+            a.plot(*zip(*p["fit_curve"], strict=True), "C1-", label="fit (n <= "
+                   f"{result['fit_max_n']}) and prediction")
+            lo = [r["interval_words_per_s"][0] or np.nan for r in pr]
+            hi = [r["interval_words_per_s"][1] or np.nan for r in pr]
+            a.fill_between(ns, lo, hi, color="C1", alpha=0.25, label="95 % interval")
+            a.axvline(result["fit_max_n"] + 0.5, color="grey", ls=":", lw=1)
+            a.set_title(f"{p['table']}\n{p['family']}", fontsize=7)
+            a.set_xlabel("GPUs", fontsize=7)
+            a.tick_params(labelsize=6)
+        for a in list(ax.flat)[len(tabs):]:
+            a.axis("off")
+        ax.flat[0].legend(fontsize=6)
+        fig.suptitle(f"back-test: fit on n <= {result['fit_max_n']}", fontsize=9)
+    return path

@@ -1,0 +1,197 @@
+"""``predict --fit``: fit the step-time model to one's own recorded points, per strategy.
+
+step(n) = compute(n) + exposed communication(n) + straggler idle(n) + g1, each measured per
+point by ``hvdscale.study.decompose`` (the report's breakdown uses the same split):
+
+- compute(n): the 1-worker compute times the independent replicas' slowdown (compute per word
+  at n over their own at 1) at the same n where recorded (contention without communication),
+  else the 1-worker compute per word times a fitted slowdown 1 + s (n - 1) (fitted on the
+  independent records when they span two rank counts, else on the strategy's own); the output
+  says which;
+- exposed communication: a family of ``families.STRATEGY_FAMILIES`` chosen by held-out error
+  (``fit.choose``; parameters in seconds per byte of the step's gradients and per hop); with
+  overlap (Horovod hooks, DDP) only the part beyond the backward pass is exposed: the fit adds
+  the backward share of compute back to the measured exposed time, the prediction subtracts it;
+- straggler idle: sigma x E[max of n normals], fitted on the measured idle;
+- g1: the 1-worker run's own non-compute time per step.
+
+Every record of a point is an observation (repeats give the standard errors). Held-out error at
+each measured n > 1 comes from the whole model refitted without that n's records.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from hvdscale.errors import HvdscaleError
+from hvdscale.records.experiment import experiment_id
+from hvdscale.study.decompose import baseline, per_step
+from hvdscale.study.predict.families import FAMILIES, OVERLAPPED, families_for
+from hvdscale.study.predict.fit import Z95, Fit, choose, fit_family
+
+
+def overlapped(config: dict) -> bool:
+    """Whether a record's strategy reduces gradients during backward (Horovod's ``hooks``;
+    DDP's buckets; any such strategy unless its section says ``after-backward``)."""
+    st = config.get("strategy") or {}
+    name = st.get("name", "")
+    return name in OVERLAPPED and (st.get(name) or {}).get("overlap", "hooks") != "after-backward"
+
+
+def _obs(records: list[dict], backward_fraction: float) -> dict[str, list[dict]]:
+    """Per strategy, one observation per record: workers, the per-step parts, and the
+    communication hidden behind backward (``hidden``: the backward share of compute when the
+    strategy overlaps and the ranks communicate, else 0)."""
+    by: dict[str, list[dict]] = {}
+    for r in records:
+        by.setdefault(r["config"]["strategy"]["name"], []).append(r)
+    out = {}
+    for s, recs in by.items():
+        ones = [r for r in recs if r["workers"] == 1]
+        if not ones:
+            raise HvdscaleError(f"--fit: strategy {s} has no 1-worker record: the fit needs "
+                                "the 1-rank run of every strategy it fits")
+        g1 = baseline(ones).g1
+        out[s] = []
+        for r in recs:
+            o = {"n": r["workers"], **per_step(r, g1), "g1_per_step": g1}
+            over = overlapped(r["config"]) and r["workers"] > 1
+            o["hidden"] = backward_fraction * o["compute"] if over else 0.0
+            out[s].append(o)
+    return out
+
+
+def check_points(records: list[dict]) -> None:
+    """One experiment, every strategy's rank counts without gaps from 1, at least two of them.
+
+    Raises:
+        HvdscaleError: mixed experiments, a missing n, a single rank count, no rank_times.
+    """
+    if not records:
+        raise HvdscaleError("--fit: no successful run records")
+    ids = {experiment_id(r["config"]) for r in records}
+    if len(ids) > 1:
+        raise HvdscaleError(f"--fit: the records hold {len(ids)} experiments "
+                            f"({', '.join(sorted(ids))}); fit one at a time (one results "
+                            "directory per experiment)")
+    if any("rank_times" not in r for r in records):
+        raise HvdscaleError("--fit: records without rank_times (made before per-rank times "
+                            "were recorded); rerun the points")
+    by: dict[str, set[int]] = {}
+    for r in records:
+        by.setdefault(r["config"]["strategy"]["name"], set()).add(r["workers"])
+    for s, ns in sorted(by.items()):
+        if len(ns) < 2:
+            raise HvdscaleError(f"--fit: strategy {s} has one rank count only ({min(ns)}); "
+                                "a fit needs at least two (e.g. np=1 and np=2)")
+        missing = sorted(set(range(1, max(ns) + 1)) - ns)
+        if missing:
+            raise HvdscaleError(f"--fit: strategy {s} misses n = "
+                                f"{', '.join(map(str, missing))} between 1 and {max(ns)}")
+
+
+def _slowdown(obs: list[dict], c1: float) -> Fit:
+    """compute per word / c1 - 1 = s (n - 1), fitted."""
+    return fit_family(FAMILIES["contention"], [o["n"] for o in obs],
+                      [o["compute"] / o["words"] / c1 - 1.0 for o in obs], intercept=False)
+
+
+def _fit_all(obs: list[dict], indep: list[dict], strategy: str, nbytes: float,
+             servers: int) -> dict[str, Any]:
+    """Fit the three terms to ``obs`` (one strategy's observations)."""
+    ones = [o for o in obs if o["n"] == 1]
+    c1 = float(np.mean([o["compute"] / o["words"] for o in ones]))
+    ind_ns = {o["n"] for o in indep}
+    slow_src = indep if len(ind_ns) >= 2 and strategy != "independent" else obs
+    ind_c1 = float(np.mean([o["compute"] / o["words"] for o in indep if o["n"] == 1] or [c1]))
+    slow = _slowdown(slow_src, ind_c1 if slow_src is indep else c1)
+    ns = [o["n"] for o in obs]
+    # The family is the whole communication; with overlap the measured exposed part is what
+    # the backward pass did not hide, so the hidden share is added back before the fit.
+    comm = choose(families_for(strategy), ns, [o["comm"] + o["hidden"] for o in obs],
+                  intercept=False, nbytes=nbytes, servers=servers,
+                  base=[o["compute"] + o["idle"] + o["g1_per_step"] - o["hidden"] for o in obs])
+    multi = [o for o in obs if o["n"] > 1]
+    idle = fit_family(FAMILIES["straggler"], [o["n"] for o in multi],
+                      [o["idle"] for o in multi], intercept=False)
+    hide = [o["hidden"] / o["compute"] for o in obs if o["n"] > 1]
+    return {"c1": c1, "g1": float(np.mean([o["g1_per_step"] for o in obs])),
+            "hidden_share": float(np.mean(hide)) if hide else 0.0,
+            "words": float(np.mean([o["words"] for o in ones])), "slowdown": slow,
+            "slowdown_from": "independent" if slow_src is indep else "own", "comm": comm,
+            "idle": idle, "indep": indep}
+
+
+def _compute_at(model: dict[str, Any], n: int) -> tuple[float, float, str]:
+    """Compute per step at n (words per rank as at 1 worker), its sd, and its source."""
+    same = [o for o in model["indep"] if o["n"] == n]
+    one = [o for o in model["indep"] if o["n"] == 1]
+    if same and one:  # the replicas' slowdown at n, applied to this strategy's own 1-rank run
+        ratio = (float(np.mean([o["compute"] / o["words"] for o in same]))
+                 / float(np.mean([o["compute"] / o["words"] for o in one])))
+        return model["c1"] * model["words"] * ratio, 0.0, f"independent replicas at n={n}"
+    s, sd = model["slowdown"].predict(n)
+    base = model["c1"] * model["words"]
+    sd = 0.0 if not math.isfinite(sd) else sd
+    how = f"1-worker compute x fitted slowdown ({model['slowdown_from']} records)"
+    return base * (1 + s), base * sd, how
+
+
+def predict_at(model: dict[str, Any], n: int) -> dict[str, Any]:
+    """The fitted model's step at ``n``: each term, words/s and its 95 % interval."""
+    comp, comp_sd, src = _compute_at(model, n)
+    total, comm_sd = model["comm"].fit.predict(n)
+    # only the part beyond what backward hides is exposed
+    comm = max(0.0, total - (model["hidden_share"] * comp if n > 1 else 0.0))
+    idle, idle_sd = model["idle"].predict(n)
+    step = comp + comm + idle + model["g1"]
+    sd = math.sqrt(sum(x * x for x in (comp_sd, comm_sd, idle_sd)))
+    wps = n * model["words"] / step
+    lo = n * model["words"] / (step + Z95 * sd) if math.isfinite(sd) else None
+    hi = (n * model["words"] / (step - Z95 * sd)
+          if math.isfinite(sd) and step - Z95 * sd > 0 else None)
+    return {"n": n, "compute_s": comp, "compute_source": src, "comm_s": comm,
+            "comm_total_s": total, "idle_s": idle,
+            "g1_s": model["g1"], "step_s": step, "words_per_s": wps, "interval": [lo, hi]}
+
+
+def fit_strategy(obs: list[dict], indep: list[dict], strategy: str, nbytes: float,
+                 servers: int, ranks: list[int]) -> dict[str, Any]:
+    """Fit one strategy, its held-out error per measured n > 1 and its predictions."""
+    model = _fit_all(obs, indep, strategy, nbytes, servers)
+    held = {}
+    for n in sorted({o["n"] for o in obs if o["n"] > 1}):
+        rest = [o for o in obs if o["n"] != n]
+        try:
+            sub = _fit_all(rest, [o for o in indep if o["n"] != n], strategy, nbytes, servers)
+        except HvdscaleError:
+            continue  # too few points left to fit without n
+        at = [o for o in obs if o["n"] == n]
+        meas = float(np.mean([o["n"] * o["words"] / o["step"] for o in at]))
+        pred = predict_at(sub, n)
+        held[n] = {"measured_words_per_s": meas, "predicted_words_per_s": pred["words_per_s"],
+                   "error_pct": 100 * (pred["words_per_s"] - meas) / meas}
+    largest = max(o["n"] for o in obs)
+    c = model["comm"]
+    return {"strategy": strategy, "family": c.fit.family.name, "formula": c.fit.family.formula,
+            "meaning": c.fit.family.meaning, "how": c.how, "params": c.fit.table(),
+            "slowdown": model["slowdown"].table(), "slowdown_from": model["slowdown_from"],
+            "straggler": model["idle"].table(), "held_out": held, "largest_measured": largest,
+            "predictions": [{**predict_at(model, n), "beyond_measured": n > largest}
+                            for n in ranks]}
+
+
+def fit_records(records: list[dict], nbytes: float, servers: int, ranks: list[int],
+                backward_fraction: float = 2 / 3) -> dict[str, Any]:
+    """Every strategy in ``records`` (one experiment) fitted; ``independent`` lends its compute
+    to the others; ``backward_fraction`` of compute can hide communication under overlap."""
+    ok = [r for r in records if r.get("status") == "ok" and r.get("kind", "run") == "run"]
+    check_points(ok)
+    obs = _obs(ok, backward_fraction)
+    indep = obs.get("independent", [])
+    return {"bytes_per_step": nbytes, "servers": servers, "backward_fraction": backward_fraction,
+            "strategies": {s: fit_strategy(o, indep if s != "independent" else [], s, nbytes,
+                                           servers, ranks) for s, o in sorted(obs.items())}}
