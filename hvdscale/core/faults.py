@@ -2,7 +2,9 @@
 
 ``HVDSCALE_FAULT="RANK:POINT"`` raises on that rank at that point (``config``, ``data``,
 ``model``, ``step:K``, ``results``); ``RANK:kill:POINT`` sends the process SIGKILL there,
-``RANK:hang:POINT`` sleeps for an hour there, and ``RANK:mark:POINT`` only prints
+``RANK:hang:POINT`` sleeps for an hour there, ``RANK:stop:POINT`` sends it SIGSTOP there (the
+whole process freezes, its watchdog threads too: a rank that cannot name itself, as on a
+frozen node), and ``RANK:mark:POINT`` only prints
 ``hvdscale-fault: rank R reached POINT`` to stderr (evidence for a test that the run got that
 far). RANK may be ``*`` (every rank); several specs are separated by commas, e.g.
 ``*:mark:step:2,1:kill:step:5``. With ``HVDSCALE_FAULT_ARGV=TEXT`` set, faults act only in a
@@ -35,7 +37,7 @@ def maybe_fault(rank: int, point: str) -> None:
         if want_rank not in ("*", str(rank)):
             continue
         kind, _, at = want_point.partition(":")
-        if kind in ("kill", "hang", "mark"):
+        if kind in ("kill", "hang", "stop", "mark"):
             if at != point:
                 continue
             if kind == "mark":
@@ -43,6 +45,8 @@ def maybe_fault(rank: int, point: str) -> None:
                 sys.stderr.flush()
             elif kind == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)
+            elif kind == "stop":
+                os.kill(os.getpid(), signal.SIGSTOP)
             else:
                 time.sleep(3600)
         elif want_point == point:

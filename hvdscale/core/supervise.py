@@ -12,7 +12,9 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from typing import Any
 
+from hvdscale.core.peers import waiting_for
 from hvdscale.errors import HvdscaleError
 
 # Ranks other than the lowest wait this long before reporting an input error, so that an error
@@ -20,18 +22,29 @@ from hvdscale.errors import HvdscaleError
 _ECHO_DELAY_S = 3.0
 
 
+def _launcher_ends_job_on_exit() -> bool:
+    """True when this rank was started by Open MPI's ``mpirun`` (also under ``horovodrun
+    --mpi``) and that ends the whole job when a rank exits non-zero (its default)."""
+    return ("OMPI_MCA_orte_hnp_uri" in os.environ  # hvd: set only for ranks mpirun started
+            and os.environ.get("OMPI_MCA_orte_abort_on_non_zero_status", "1") != "0")
+
+
 def abort_job(code: int) -> None:
     """End every rank now, using no collective (the others may be inside one).
 
-    With MPI up, MPI_Abort makes the launcher kill the job; otherwise (``--gloo``, or before
-    MPI_Init) the non-zero exit does, as mpirun and horovodrun end a job when a rank fails.
+    Under ``mpirun`` the non-zero exit ends the job (mpirun kills the other ranks and prints
+    its usual summary): MPI_Abort there races its own banner to mpirun, which then prints an
+    internal ``ORTE_ERROR_LOG: Data unpack would read past end of buffer`` line instead. Under
+    other MPI launches (``srun --mpi=pmix``, which may not kill a job on a bad exit) MPI_Abort
+    ends the job; without MPI (``--gloo``, before MPI_Init) the non-zero exit does, as
+    horovodrun ends a job when a rank fails.
     """
     mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
-        # A one-rank job has no one else to end: exit plainly, without Open MPI's MPI_ABORT
-        # banner under the error just printed.
-        if mpi.COMM_WORLD.Get_size() > 1:
-            mpi.COMM_WORLD.Abort(code)
+    if (mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized()
+            # A one-rank job has no one else to end: exit plainly, without Open MPI's
+            # MPI_ABORT banner under the error just printed.
+            and mpi.COMM_WORLD.Get_size() > 1 and not _launcher_ends_job_on_exit()):
+        mpi.COMM_WORLD.Abort(code)  # hvd:
     os._exit(code)
 
 
@@ -69,23 +82,39 @@ class StepWatchdog:
         self.phase = phase
         self._deadline: float | None = None
         self._step = -1
+        self._started = time.monotonic()
         self._lock = threading.Lock()
+        global _watchdog
+        _watchdog = self  # what this rank answers the others (current_state)
         if timeout_s > 0:
             threading.Thread(target=self._watch, name="hvdscale-watchdog", daemon=True).start()
 
     def start_step(self, step: int) -> None:
         with self._lock:
             self._step = step
-            self._deadline = time.monotonic() + self.timeout_s
+            self._started = time.monotonic()
+            self._deadline = self._started + self.timeout_s
+
+    def state(self) -> dict[str, Any] | None:
+        """This rank's step and whether it waits in it; None between steps."""
+        with self._lock:
+            if self._deadline is None:
+                return None
+            step, since = self._step, self._started
+        return {"phase": f"step {step}", "step": step, "for_s": time.monotonic() - since,
+                "waiting": self.phase() != "compute"}
 
     def end_step(self) -> None:
         with self._lock:
             self._deadline = None
 
     def stop(self) -> None:
+        global _watchdog
         with self._lock:
             self._deadline = None
             self.timeout_s = 0.0
+        if _watchdog is self:
+            _watchdog = None
 
     def _late(self) -> tuple[bool, int]:
         with self._lock:
@@ -108,9 +137,8 @@ class StepWatchdog:
                 if not self._late()[0]:
                     continue
                 msg = (f"hvdscale: error (rank {self.rank}): step {step}: rank {self.rank} has "
-                       f"waited more than measure.step_timeout_s={t:g}s for the other ranks; a "
-                       "rank that is not waiting is stuck (Horovod's stall warning, if shown, "
-                       "lists the missing ranks); ending the job.\n")
+                       f"waited more than measure.step_timeout_s={t:g}s for the other ranks; "
+                       f"{_waiting_for(f'step {step}')}; ending the job.\n")
             sys.stderr.write(msg)
             sys.stderr.flush()
             abort_job(3)
@@ -163,8 +191,7 @@ class RunDeadline:
                     return
             msg = (f"hvdscale: error (rank {rank}): the run passed measure.run_timeout_s={t:g}s "
                    f"while rank {rank} waited {in_phase:.0f}s in phase '{phase}' for the other "
-                   "ranks; a rank that did not arrive is stuck (it names itself and its phase "
-                   "above when it can); ending the job.\n")
+                   f"ranks; {_waiting_for(current_state()['phase'])}; ending the job.\n")
         else:
             msg = (f"hvdscale: error (rank {rank}): rank {rank} did not arrive: it has been in "
                    f"phase '{phase}' for {in_phase:.0f}s when the run passed "
@@ -175,6 +202,28 @@ class RunDeadline:
 
 
 _deadline: RunDeadline | None = None
+_watchdog: StepWatchdog | None = None
+_where: tuple[str, bool, float] = ("start-up", False, time.monotonic())
+
+
+def current_state() -> dict[str, Any]:
+    """What this rank is doing now, as it answers the others (hvdscale.core.peers): its
+    phase (or step), whether it waits there for the other ranks, for how many seconds."""
+    in_step = _watchdog.state() if _watchdog is not None else None
+    if in_step is not None:
+        return in_step
+    name, waiting, since = _where
+    return {"phase": f"phase '{name}'", "step": None, "for_s": time.monotonic() - since,
+            "waiting": waiting}
+
+
+def _waiting_for(where: str) -> str:
+    """The clause of a waiting rank's message that names the ranks it waits for."""
+    named = waiting_for(where)
+    if named:
+        return f"it waits for {named}"
+    return ("a rank that is not waiting is stuck (it names itself above when it can; Horovod's "
+            "stall warning, if shown, lists the missing ranks)")
 
 
 def start_deadline(timeout_s: float, rank: int) -> RunDeadline:
@@ -185,7 +234,9 @@ def start_deadline(timeout_s: float, rank: int) -> RunDeadline:
 
 
 def phase(name: str, waiting: bool = False) -> None:
-    """Mark the run's current phase for the deadline's message (no-op without a deadline)."""
+    """Mark the run's current phase for the deadline's message and for the other ranks."""
+    global _where
+    _where = (name, waiting, time.monotonic())
     if _deadline is not None:
         _deadline.enter(name, waiting)
 

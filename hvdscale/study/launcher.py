@@ -235,8 +235,16 @@ def read_out(out: Path) -> list[dict[str, Any]]:
     return read_records(results_path(out)) if results_path(out).exists() else []
 
 
+# Open MPI's word that a node's daemon is gone (the node died or its network failed); mpirun
+# under SLURM and horovodrun both report a dead node this way.
+_LOST_DAEMON = re.compile(r"Remote daemon: *\[\[[\d,]+\],\d+\] on node ([\w.-]+)")
+
+
 def error_summary(stderr: str, max_lines: int = 3) -> str:
     """The last telling lines of a failed launch's stderr, joined on one line."""
+    if lost := list(dict.fromkeys(_LOST_DAEMON.findall(stderr))):
+        return (f"lost node {', '.join(lost)}: Open MPI lost contact with its daemon there "
+                "(the node died or its network failed)")
     lines = [ln.strip() for ln in stderr.splitlines()]
     lines = [re.sub(r"^\[\d+,\d+\]<std(err|out)>:", "", ln).strip() for ln in lines]
     lines = [ln for ln in lines if ln and not _BOILERPLATE.match(ln)]

@@ -6,17 +6,19 @@ run: job steps and ranks on a node inherit its network, its name and its ``/etc/
 node names) and ssh client config (the test's key, no host-key prompts), bind-mounted there
 only. ``slurmctld`` runs beside the first node's slurmd, reachable from both at that node's
 address; one ``munged`` on the host serves both, its socket in the test's directory. Client
-commands (``sbatch``, ``scontrol``) run in the first namespace.
+commands (``sbatch``, ``scontrol``) run in the first namespace. The cluster itself is
+tests/integration/two_nodes.py.
 
 Each script runs a 2-rank sweep point with one rank per node (``sbatch --wait``, the three
-submitted at once), and the records' ``rank_hosts`` must name both nodes. Then a node dies in
-the middle of a job: the sweep must record the point as failed and the job must end.
+submitted at once), and the records' ``rank_hosts`` must name both nodes. Then, under each
+script, a node dies in the middle of a job: the sweep must record the point as failed once,
+naming the dead node, and the job must end.
 
 Names, addresses, ports, directories and the partition differ from ``test_slurm.py`` and
 ``test_netns.py`` so that a leftover of one cannot disturb another. The fixture ends every
 process it started (pid files, then whatever still runs in the namespaces or with this
-cluster's SLURM_CONF) and deletes the namespaces, even when a test fails. The node-death test
-kills the second node, so it comes last.
+cluster's SLURM_CONF) and deletes the namespaces, even when a test fails. The node-death tests
+(one per script) kill the second node and start it again before the next, so they come last.
 """
 
 from __future__ import annotations
@@ -34,156 +36,16 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.integration.cluster import (
-    end_conf_processes,
-    host_pair,
-    kill_namespace,
-    munge_dirs,
-    munged_argv,
-    ns_pids,
-    pid_from,
-    remove_hosts,
-    sh,
-    signal_pids,
-    slurm_conf,
-    slurm_env,
-    ssh_keys,
-    sshd_config,
-    sshd_privsep,
-    veth_hosts,
-    wait_idle,
-)
-from tests.integration.system_deps import SBIN, ensure_system_deps
+from tests.integration.cluster import ns_pids, sh
+from tests.integration.system_deps import ensure_system_deps
+from tests.integration.two_nodes import Cluster, two_node_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 # Small runs: the point of these tests is where the ranks ran, not how fast.
 TINY = ["--set", "measure.warmup_steps=2", "--set", "measure.steps=4",
         "--set", "data.synthetic.sentences_per_rank=64", "--no-plot"]
-CTLD_PORT, SLURMD_PORT = 6917, 6918  # inside the namespaces; nothing else listens there
 
 pytestmark = pytest.mark.slow
-
-
-class Cluster:
-    """Names, addresses and paths of the two-node cluster; commands that reach it."""
-
-    def __init__(self, tmp: Path, tag: str) -> None:
-        self.dir = tmp
-        pair = host_pair(tag, "hvdslurm", "hvm", "slnode", 150)  # test_netns uses 10.200-249
-        self.ns, self.veth, self.addr, self.names = (pair[k] for k in ("ns", "veth", "addr",
-                                                                       "names"))
-        self.conf = tmp / "slurm.conf"
-        self.hosts = tmp / "hosts"
-        self.ssh_config = tmp / "ssh_config"
-        self.munge_pid = tmp / "munge" / "munged.pid"
-        self.env = slurm_env(self.conf)
-
-    def slurmd_pid(self, i: int) -> Path:
-        return self.dir / f"slurmd-{self.names[i]}.pid"
-
-    def pidfiles(self) -> list[Path]:
-        return [self.slurmd_pid(0), self.slurmd_pid(1), self.dir / "slurmctld.pid",
-                *(self.dir / f"sshd-{n}.pid" for n in self.names), self.munge_pid]
-
-    def client(self, *cmd: str) -> list[str]:
-        """``cmd`` run in the first node's network namespace, where slurmctld listens."""
-        return ["ip", "netns", "exec", self.ns[0], *cmd]
-
-    def on_node(self, i: int, script: str) -> list[str]:
-        """A shell command run as node ``i``: its network, hostname, /etc/hosts, ssh config."""
-        # nsenter, not `ip netns exec`: that remounts /sys, hiding the cgroup mounts slurmd
-        # needs even with proctrack/linuxproc.
-        return ["nsenter", f"--net=/run/netns/{self.ns[i]}", "unshare", "--uts", "--mount",
-                "--propagation", "private", "sh", "-c",
-                f"mount --bind {self.hosts} /etc/hosts && "
-                f"mount --bind {self.ssh_config} /etc/ssh/ssh_config && "
-                f"hostname {self.names[i]} && {script}"]
-
-    def states(self) -> dict[str, str]:
-        """Node name -> SLURM state, as sinfo reports it."""
-        r = sh(*self.client("sinfo", "-h", "-N", "-o", "%N %T"), env=self.env, check=False)
-        return dict(line.split() for line in r.stdout.splitlines() if len(line.split()) == 2)
-
-    def logs(self) -> str:
-        return "".join(f"\n== {f.name}\n{f.read_text(errors='replace')[-3000:]}"
-                       for f in sorted((self.dir / "log").glob("*.log")))
-
-    def kill_node(self, i: int) -> None:
-        """Node ``i`` dies: its slurmd, job steps, ranks and sshd all get SIGKILL at once."""
-        deadline = time.monotonic() + 10
-        while (pids := ns_pids(self.ns[i])) and time.monotonic() < deadline:
-            signal_pids(pids, signal.SIGKILL)
-            time.sleep(0.2)
-        assert not ns_pids(self.ns[i]), f"node {self.names[i]} would not die"
-
-
-def _write_configs(c: Cluster) -> None:
-    d = c.dir
-    munge_dirs(d, *(f"{k}-{n}" for n in c.names for k in ("spool", "tmp")))
-    # The hardware line slurmd sees here (CPUs, cores, memory), once per node name.
-    hw = sh(str(SBIN / "slurmd"), "-C").stdout.splitlines()[0].split(maxsplit=1)[1]
-    nodes = "".join(f"NodeName={n} NodeAddr={a} {hw} State=UNKNOWN\n"
-                    for n, a in zip(c.names, c.addr, strict=True))
-    # TmpFS per node: PMIx puts its per-step directory there, and the nodes share /tmp.
-    # MinJobAge=4 keeps `sbatch --wait` polling every 2 s (it backs off to 32 s when the
-    # cluster keeps finished jobs longer). A dead node is declared DOWN after SlurmdTimeout
-    # plus the failed pings' MessageTimeout (measured: 10 and 5 give ~15 s, where the default
-    # MessageTimeout=10 gave ~25 s); KillWait=2 cleans up a killed step within seconds.
-    c.conf.write_text(slurm_conf(d, "hvdscalemulti", f"{c.names[0]}({c.addr[0]})",
-                                 (CTLD_PORT, SLURMD_PORT), f"""\
-SlurmdSpoolDir={d / "spool-%n"}
-TmpFS={d / "tmp-%n"}
-SlurmdPidFile={d / "slurmd-%n.pid"}
-SlurmdLogFile={d / "log" / "slurmd-%n.log"}
-SlurmdTimeout=10
-MessageTimeout=5
-MinJobAge=4
-KillWait=2
-{nodes}PartitionName=multi Nodes={",".join(c.names)} Default=YES MaxTime=INFINITE State=UP
-"""))
-    hosts = Path("/etc/hosts").read_text()
-    c.hosts.write_text(hosts + "".join(f"{a} {n}\n" for n, a in zip(c.names, c.addr,
-                                                                     strict=True)))
-    assert ssh_keys(d, [*c.names, *c.addr]) == c.ssh_config
-    for n, a in zip(c.names, c.addr, strict=True):
-        (d / f"sshd-{n}.conf").write_text(sshd_config(d, a, d / f"sshd-{n}.pid"))
-
-
-def _teardown(c: Cluster) -> None:
-    with contextlib.suppress(Exception):
-        sh(*c.client("scancel", "--full", "--partition=multi"), env=c.env, check=False)
-    pids = [p for p in map(pid_from, c.pidfiles()) if p is not None]
-    signal_pids(pids, signal.SIGTERM)
-    remove_hosts(c.ns, c.veth)
-    end_conf_processes(c.conf)
-    signal_pids(pids, signal.SIGKILL)
-
-
-@contextlib.contextmanager
-def two_node_cluster(tmp: Path, tag: str) -> Iterator[Cluster]:
-    """Start the cluster in ``tmp``; stop every part of it on the way out, however left."""
-    c = Cluster(tmp, tag)
-    # The nodes (and sshd on them) end before sshd's privilege-separation dir goes.
-    with sshd_privsep():
-        try:
-            for ns in c.ns:
-                if Path("/run/netns", ns).exists():  # left by an earlier run of this test
-                    kill_namespace(ns)
-                    sh("ip", "netns", "del", ns)
-            veth_hosts(c.ns, c.veth, c.addr)
-            _write_configs(c)
-            sh(*munged_argv(c.dir), env=c.env)
-            for i, name in enumerate(c.names):
-                daemons = [f"/usr/sbin/sshd -f {c.dir / f'sshd-{name}.conf'} "
-                           f"-E {c.dir / 'log' / f'sshd-{name}.log'}"]
-                if i == 0:  # the controller lives on the first node
-                    daemons.append(f"{SBIN / 'slurmctld'} -i")
-                daemons.append(f"{SBIN / 'slurmd'} -N {name}")
-                sh(*c.on_node(i, " && ".join(daemons)), env=c.env, timeout=60)
-            wait_idle(c.states, 2, c.logs)
-            yield c
-        finally:
-            _teardown(c)
 
 
 @pytest.fixture(scope="module")
@@ -329,9 +191,16 @@ def _allreduces_done(timeline: Path) -> int:
     return _read(timeline).count('"name": "MPI_ALLREDUCE"')
 
 
-def test_a_node_dying_mid_job_fails_the_point_and_ends_the_job(cluster: Cluster,
+# Each launcher learns of a dead node its own way: srun from SLURM ("Node failure on X"),
+# mpirun and horovodrun from the lost connection to their daemon on it.
+DEATH_EXTRA = {"srun": {}, "mpirun": {}, "horovodrun": {"NICS": "hvd0"}}
+
+
+@pytest.mark.parametrize("launcher", ["srun", "mpirun", "horovodrun"])
+def test_a_node_dying_mid_job_fails_the_point_and_ends_the_job(cluster: Cluster, launcher: str,
                                                                tmp_path: Path) -> None:
-    """Runs last: the second node stays dead."""
+    """The second node dies in the middle of a 2-rank point; it is brought back afterwards."""
+    cluster.revive_node(1)  # after an earlier case killed it
     out = tmp_path / "death"
     out.mkdir()
     timeline = out / "timeline.json"
@@ -342,29 +211,13 @@ def test_a_node_dying_mid_job_fails_the_point_and_ends_the_job(cluster: Cluster,
     args = [*TINY, "--set", "measure.steps=100000", "--set",
             f"strategy.horovod.timeline={timeline}", "--set",
             "strategy.horovod.timeline_steps=0", "--timeout", "150"]
-    job = subprocess.Popen(_sbatch_argv(cluster, "multinode_srun.sbatch", out, args), cwd=ROOT,
-                           env=_job_env(cluster, out, STRATEGIES="horovod"),
+    script = SCRIPTS[launcher][0]
+    job = subprocess.Popen(_sbatch_argv(cluster, script, out, args), cwd=ROOT,
+                           env=_job_env(cluster, out, STRATEGIES="horovod",
+                                        **DEATH_EXTRA[launcher]),
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while _allreduces_done(timeline) < 3 and job.poll() is None \
-                and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert _allreduces_done(timeline) >= 3, \
-            f"training never got going on both nodes{_why(cluster, out)}"
-        cluster.kill_node(1)
-        killed = time.monotonic()
-        while job.poll() is None:
-            # SLURM requeues a job it kills for a node failure: that would wait forever.
-            info = sh(*cluster.client("scontrol", "-o", "show", "job"), env=cluster.env,
-                       check=False).stdout
-            assert "Restarts=0" in info or "JobState=" not in info, \
-                f"the job was requeued after the node died:\n{info}{_why(cluster, out)}"
-            assert time.monotonic() - killed < 120, \
-                f"the job did not end within 120 s of the node's death:\n{info}" \
-                f"{_why(cluster, out)}"
-            time.sleep(1)
-        took = time.monotonic() - killed
+        took = _kill_node_when_training(cluster, job, timeline, out)
     finally:
         if job.poll() is None:
             job.kill()
@@ -374,10 +227,15 @@ def test_a_node_dying_mid_job_fails_the_point_and_ends_the_job(cluster: Cluster,
     assert job.returncode == 1, f"sbatch exit {job.returncode}: {sbatch_out}{_why(cluster, out)}"
     assert "[1/1] torch horovod np=2: FAILED" in text and "1 of 1 points failed" in text, text
     recs = _records(out)
+    # Exactly one record, written by the sweep on the surviving node, naming the dead node.
     assert [(x["status"], x["ranks"], x["timed_out"]) for x in recs] == [("failed", 2, False)], \
-        recs
-    assert f"Node failure on {cluster.names[1]}" in recs[0]["error"], recs[0]["error"]
-    assert cluster.states().get(cluster.names[1], "").startswith("down"), cluster.states()
+        f"{recs}{_why(cluster, out)}"
+    said = {"srun": f"Node failure on {cluster.names[1]}"}.get(
+        launcher, f"lost node {cluster.names[1]}:")
+    assert said in recs[0]["error"], f"{recs[0]['error']}{_why(cluster, out)}"
+    if launcher == "srun":  # SLURM itself found the node dead (mpirun and horovodrun can be
+        # quicker: they see their daemon's connection drop)
+        assert cluster.states().get(cluster.names[1], "").startswith("down"), cluster.states()
     # Nothing of the job is left on the surviving node.
     left = []
     for pid in ns_pids(cluster.ns[0]):
@@ -385,4 +243,26 @@ def test_a_node_dying_mid_job_fails_the_point_and_ends_the_job(cluster: Cluster,
             if "hvdscale" in " ".join(cmd := psutil.Process(pid).cmdline()):
                 left.append(cmd)
     assert not left, left
-    print(f"job ended {took:.0f} s after the node died")
+    print(f"{launcher}: job ended {took:.0f} s after the node died")
+
+
+def _kill_node_when_training(c: Cluster, job: subprocess.Popen, timeline: Path,
+                             out: Path) -> float:
+    """Kill the second node once both ranks train; seconds until the job then ended."""
+    deadline = time.monotonic() + 120
+    while _allreduces_done(timeline) < 3 and job.poll() is None \
+            and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _allreduces_done(timeline) >= 3, \
+        f"training never got going on both nodes{_why(c, out)}"
+    c.kill_node(1)
+    killed = time.monotonic()
+    while job.poll() is None:
+        # SLURM requeues a job it kills for a node failure: that would wait forever.
+        info = sh(*c.client("scontrol", "-o", "show", "job"), env=c.env, check=False).stdout
+        assert "Restarts=0" in info or "JobState=" not in info, \
+            f"the job was requeued after the node died:\n{info}{_why(c, out)}"
+        assert time.monotonic() - killed < 120, \
+            f"the job did not end within 120 s of the node's death:\n{info}{_why(c, out)}"
+        time.sleep(1)
+    return time.monotonic() - killed

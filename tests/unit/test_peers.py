@@ -1,0 +1,96 @@
+"""The ranks' side channel (hvdscale.core.peers): a waiting rank names the rank it waits for,
+and asking never hangs on a rank that cannot answer. Real UDP sockets on this host."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import pytest
+
+from hvdscale.core import peers
+from hvdscale.study.launcher import error_summary
+
+
+def _state(phase: str, waiting: bool, for_s: float = 7.0) -> dict[str, Any]:
+    return {"phase": phase, "step": None, "for_s": for_s, "waiting": waiting}
+
+
+@pytest.fixture
+def ranks(monkeypatch: pytest.MonkeyPatch) -> dict[int, peers.Peers]:
+    """Three ranks in this process; rank 0 asks. Rank 3 is a bound socket that never answers
+    (a stopped or frozen rank)."""
+    states = {0: _state("step 3", True), 1: _state("step 3", False, 24.0),
+              2: _state("step 3", True)}
+    ps = {r: peers.Peers(r, lambda r=r: states[r]) for r in states}
+    silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    silent.bind(("127.0.0.1", 0))
+    everyone = [p.me for p in ps.values()]
+    everyone.append({"host": socket.gethostname(), "port": silent.getsockname()[1],
+                     "addrs": ["127.0.0.1"]})
+    for r, p in ps.items():
+        p.others = {o: info for o, info in enumerate(everyone) if o != r}
+    monkeypatch.setattr(peers, "_peers", ps[0])
+    ps[0].states = states  # type: ignore[attr-defined]
+    yield ps
+    silent.close()
+
+
+def test_ask_returns_each_answer_and_none_for_a_silent_rank(ranks: dict) -> None:
+    got = ranks[0].ask(timeout_s=0.5)
+    assert got == {1: _state("step 3", False, 24.0), 2: _state("step 3", True), 3: None}
+
+
+def test_the_waiting_rank_names_the_busy_and_the_silent_rank(ranks: dict) -> None:
+    named = peers.waiting_for("step 3", timeout_s=0.5)
+    assert named == ("rank 3 (no answer within 0.5s: stopped, frozen or gone), "
+                     "rank 1 (busy in step 3 for 24s)")
+    # Rank 2 waits where rank 0 does: it is not the one rank 0 waits for.
+    assert "rank 2" not in named
+
+
+def test_when_every_rank_waits_the_one_waiting_elsewhere_is_named(ranks: dict) -> None:
+    ranks[0].others.pop(3)
+    ranks[0].states[1] = _state("step 2", True, 30.0)
+    assert peers.waiting_for("step 3", timeout_s=0.5) == "rank 1 (waiting in step 2 for 30s)"
+    ranks[0].states[1] = _state("step 3", True)
+    assert peers.waiting_for("step 3", timeout_s=0.5) == ""  # nobody to blame: the old text
+
+
+def test_no_side_channel_names_no_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(peers, "_peers", None)
+    assert peers.waiting_for("step 3") == ""
+
+
+def test_error_summary_names_the_node_open_mpi_lost() -> None:
+    # What mpirun (under SLURM, and under horovodrun) printed on the two-node test cluster when
+    # the second node died: the last lines name the node only as an MPI peer's host.
+    stderr = ("ORTE has lost communication with a remote daemon.\n"
+              "  HNP daemon   : [[26175,0],0] on node node-a\n"
+              "  Remote daemon: [[26175,0],1] on node node-b\n"
+              "This is usually due to either a failure of the TCP network\n"
+              "An MPI communication peer process has unexpectedly disconnected.  This\n"
+              "  Local host: node-a\n  Local PID:  25044\n  Peer host:  node-b\n")
+    assert error_summary(stderr) == ("lost node node-b: Open MPI lost contact with its daemon "
+                                     "there (the node died or its network failed)")
+
+
+def test_a_rank_answers_its_run_phase_or_its_step() -> None:
+    from hvdscale.core import supervise
+
+    supervise.phase("data")
+    assert supervise.current_state()["phase"] == "phase 'data'"
+    assert supervise.current_state()["waiting"] is False
+    where = ["compute"]
+    dog = supervise.StepWatchdog(0.0, 0, lambda: where[0])  # 0: no watch thread
+    supervise.phase("training steps")
+    dog.start_step(3)
+    assert supervise.current_state()["phase"] == "step 3"
+    assert supervise.current_state()["waiting"] is False
+    where[0] = "communicate"
+    assert supervise.current_state()["waiting"] is True
+    dog.end_step()  # between steps: the run phase again
+    assert supervise.current_state()["phase"] == "phase 'training steps'"
+    dog.stop()
+    supervise.phase("gather of the ranks' timings", waiting=True)
+    assert supervise.current_state()["waiting"] is True
