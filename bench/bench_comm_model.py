@@ -70,7 +70,8 @@ def main() -> int:
         "assumptions": {"seed_compute": f"{SEED_RATE} words/s per GPU (seed notes, cudnn_lstm, "
                                         "1 GPU, batch 384), proportional to the per-rank batch",
                         "latency": "5 us per message", "backward_fraction": 2 / 3,
-                        "fusion_threshold_MB": 64, "ps_dedicated_servers": 1,
+                        "fusion_threshold_MB": _used_threshold_mb(seed),
+                        "ps_dedicated_servers": 1,
                         "ps_server_update": "not modelled (no memory bandwidth given)"}}
     if args.reuse and args.json and Path(args.json).exists():
         prev = json.loads(Path(args.json).read_text())
@@ -136,6 +137,14 @@ def _validation(args: argparse.Namespace, out: Path, load: dict) -> dict:
     return validation
 
 
+def _used_threshold_mb(seed: dict) -> float:
+    """The fusion threshold (MiB) the seed predictions used, read back from them (one value)."""
+    used = {v["fusion_threshold_bytes"] / 2**20 for v in seed.values()}
+    if len(used) != 1:
+        raise SystemExit(f"seed predictions used different fusion thresholds: {sorted(used)}")
+    return used.pop()
+
+
 def _seed_predictions() -> dict:
     """Step 4: the seed notes' NMT configuration predicted on 25 and 100 Gbit/s links."""
     from hvdscale.study.predict import PredictSpec, run_predict
@@ -146,6 +155,8 @@ def _seed_predictions() -> dict:
             "1,8,64,512", latency="5us", bandwidth=bw, words_per_s=SEED_RATE))
         seed[bw] = {"network": p["network"], "compute": p["compute"],
                     "model_bytes": p["prediction"]["model_bytes"],
+                    # The threshold the prediction used (the config's, else Horovod's default).
+                    "fusion_threshold_bytes": p["prediction"]["fusion_threshold_bytes"],
                     "efficiency_pct": {
                         scaling: {s: {str(r["ranks"]): (r or {}).get("efficiency_pct")
                                       for r in rows if r is not None}

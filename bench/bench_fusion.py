@@ -8,15 +8,20 @@ rounds, so it is measured with the same repeats as the others. Each launch also 
 steps of Horovod's timeline after its measured window; their medians say where the time goes.
 
     python bench/bench_fusion.py                       # both configs, 3 rounds (~8 min quiet)
-    python bench/bench_fusion.py --configs configs/demo.yaml --repeats 5
+    python bench/bench_fusion.py --configs configs/demo.yaml --rounds 5
+    python bench/bench_fusion.py --render bench/results/fusion_demo.json   # BENCHMARKS.md table
 
-Writes bench/results/fusion_<config>.json (every round's words/s, load averages, timeline
-medians) and keeps the launches' records and timelines under --work.
+Writes bench/results/fusion_<config>.json (every round's words/s, the 1-minute load at the end
+of every launch and before/after the config, the recommendation from paired per-round ratios
+over Horovod's defaults, timeline medians; ``quiet`` is computed by bench/emit.py) and keeps the
+launches' records and timelines under --work. ``--render`` prints the markdown table from a raw
+file alone (recommendation recomputed from its per-round words/s).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -27,6 +32,7 @@ from pathlib import Path
 from emit import emit  # bench/ is on sys.path when a script runs
 
 from hvdscale.study import fusion, fusion_report
+from hvdscale.study.recommend import recommend
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ("configs/commheavy_torch.yaml", "configs/demo.yaml")
@@ -68,7 +74,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--np", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--rounds", "--repeats", dest="repeats", type=int, default=3,
+                    help="interleaved rounds (every point once per round); >= 5 to judge noise")
     ap.add_argument("--threshold-mb", default=THRESHOLDS)
     ap.add_argument("--cycle-ms", default=CYCLES)
     ap.add_argument("--set", action="append", default=[])
@@ -76,7 +83,14 @@ def main() -> int:
                     help="records, timelines and logs of the launches (kept; a rerun resumes)")
     ap.add_argument("--fresh", action="store_true", help="clear --work first")
     ap.add_argument("--results", default=str(ROOT / "bench" / "results"))
+    ap.add_argument("--no-autotune", action="store_true",
+                    help="skip Horovod's autotuner launch and its point (a quick smoke run)")
+    ap.add_argument("--render", metavar="RAW.json",
+                    help="print the markdown table of a raw result and exit (measures nothing)")
     args = ap.parse_args()
+    if args.render:
+        print(render(json.loads(Path(args.render).read_text())), end="")
+        return 0
     os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
     os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -88,7 +102,8 @@ def main() -> int:
         t0 = time.monotonic()
         load0 = os.getloadavg()
         grid = fusion.FusionGrid(args.np, args.threshold_mb, args.cycle_ms,
-                                 "hooks,after-backward", args.repeats, timeline_steps=3)
+                                 "hooks,after-backward", args.repeats, timeline_steps=3,
+                                 autotune=not args.no_autotune)
         spec = fusion.plan_fusion(ROOT / config, grid, out, args.set)
         res = fusion.run_fusion(spec, lambda s: print(s, file=sys.stderr, flush=True))
         md = fusion_report.write_outputs(res, out, f"Fusion sweep: {name} at np={args.np}")
@@ -103,6 +118,8 @@ def main() -> int:
                   "loadavg_start": load0, "loadavg_end": os.getloadavg(),
                   "side_by_side": summarize(res, args.np),
                   "recommended": best_label,
+                  "recommendation": res.get("recommendation"),
+                  "launch_loadavg": {r["label"]: r["loadavg"] for r in res["table"]},
                   "best_over_defaults": res.get("best_over_defaults"),
                   "best_over_off": res.get("best_over_off"),
                   "best_over_autotune": res.get("best_over_autotune"),
@@ -115,6 +132,39 @@ def main() -> int:
                   "table": res["table"]}
         emit(result, str(Path(args.results) / f"fusion_{name}.json"))
     return 0
+
+
+def render(raw: dict) -> str:
+    """The BENCHMARKS.md table of one raw result: per setting its words/s per round, the median,
+    the paired ratio over Horovod's defaults (median, min-max) and the highest 1-minute load of
+    its launches; then the recommendation, recomputed from the rounds."""
+    rows = raw["table"]
+    ref = next((r["label"] for r in rows if r["kind"] == "grid" and
+                (r["threshold_mb"], r["cycle_ms"], r["overlap"]) == (128.0, 1.0, "hooks")), None)
+    rec = recommend({r["label"]: r["words_per_s_all"] for r in rows
+                     if r["kind"] != "independent"}, ref or "Horovod's defaults")
+    loads = [x for r in rows for x in _one_minute_loads(r)] + [
+        raw[k][0] for k in ("loadavg_start", "loadavg_end") if raw.get(k)]
+    out = [f"{raw['config']}, np={raw['np']}, {raw['repeats']} round(s); 1-minute load "
+           f"{min(loads):.1f}-{max(loads):.1f} (start, end and every launch); quiet (every "
+           f"load <= 2.5): "
+           f"{'yes' if max(loads) <= 2.5 else 'no'}", "",
+           "| setting | words/s per round | median | / defaults per round | / defaults median "
+           "(min-max) | max load |", "|:--|--:|--:|--:|--:|--:|"]
+    for r in sorted(rows, key=lambda r: -(r["words_per_s"] or 0)):
+        p = rec["ratios"].get(r["label"])
+        per = ", ".join(f"{x:.2f}" for x in p["ratios"]) if p else "—"
+        med = f"x{p['median']:.3f} ({p['min']:.3f}-{p['max']:.3f})" if p else (
+            "1 (reference)" if r["label"] == ref else "—")
+        wps = ", ".join(f"{x:.0f}" for x in r["words_per_s_all"])
+        out.append(f"| {r['label']} | {wps} | {r['words_per_s']:.0f} | {per} | {med} | "
+                   f"{max(_one_minute_loads(r), default=float('nan')):.1f} |")
+    out += ["", f"Recommendation (paired per-round ratios over the defaults): {rec['verdict']}."]
+    return "\n".join(out) + "\n"
+
+
+def _one_minute_loads(row: dict) -> list[float]:
+    return [x[0] for x in row.get("loadavg") or [] if x]
 
 
 def _timeline(out: Path, row: dict | None) -> dict | None:

@@ -75,14 +75,15 @@ def distributed(cfg: RunConfig, world: Any, stage: bool = False) -> tuple[np.nda
     ``stage`` forces the flat buffers through host staging copies, as on a GPU.
     """
     fw = load_framework(cfg.framework)
-    strategy = make_strategy(cfg.strategy, world, fw.HorovodStrategy)
+    strategy = make_strategy(cfg.strategy, world, fw.HorovodStrategy,
+                             getattr(fw, "make_native_strategy", None))
     widx = getattr(strategy, "worker_index", world.rank)
     nworkers = getattr(strategy, "num_workers", world.size)
     mine = adapter(cfg, Placement("cpu", stage=stage))
     strategy.setup(mine)
     p = plan(cfg, widx, nworkers) if strategy.computes else None
     if cfg.measure.epochs:
-        _, stream = make_schedule(cfg.measure, p, world)
+        _, stream = make_schedule(cfg.measure, p, world, cfg.data.bucketing.mode)
         for batch in stream:
             strategy.step(batch)
     else:
@@ -97,8 +98,9 @@ def worker_steps(cfg: RunConfig, nworkers: int) -> list[list]:
     """Per step, the batch (or None) of every worker, rebuilt from the agreed schedule."""
     plans = [plan(cfg, w, nworkers) for w in range(nworkers)]
     if cfg.measure.epochs:
-        gathered = [local_summary(cfg.measure, p, False) for p in plans]
-        streams = [list(build_schedule(cfg.measure, p, gathered, False)[1]) for p in plans]
+        mode = cfg.data.bucketing.mode
+        gathered = [local_summary(cfg.measure, p, mode) for p in plans]
+        streams = [list(build_schedule(cfg.measure, p, gathered, mode)[1]) for p in plans]
         return [list(step) for step in zip(*streams, strict=True)]
     its = [p.batches() for p in plans]
     return [[next(i) for i in its] for _ in range(K_STEPS)]
@@ -129,22 +131,34 @@ def rel_change(got: np.ndarray, ref: np.ndarray, init: np.ndarray) -> float:
     return float(np.linalg.norm(d_got - d_ref) / np.linalg.norm(d_ref))
 
 
-def check_exact(cfg: RunConfig, params: np.ndarray, nworkers: int, tol: float) -> float:
-    """Assert ``params`` changed as one process on the union would change them, within ``tol``,
-    and that the naive per-worker mean misses by ``NAIVE_MARGIN`` tolerances (skipped with one
-    worker: nothing is uneven, nothing to weigh). Returns the relative error."""
-    steps = worker_steps(cfg, nworkers)
-    init = adapter(cfg).params_buffer().astype(np.float64)
-    ref = reference(cfg, steps)
-    err = rel_change(params, ref, init)
+def judge(params: np.ndarray, init: np.ndarray, ref: np.ndarray, naive: np.ndarray | None,
+          tol: float, margin: float = NAIVE_MARGIN) -> float:
+    """Assert ``params``' change from ``init`` is ``ref``'s within ``tol`` (relative), and that
+    the negative control ``naive`` (the naive per-worker mean's parameters; None: nothing to
+    weigh) misses ``ref``'s change by more than ``margin`` tolerances. Returns the error."""
+    err = rel_change(params.astype(np.float64), ref.astype(np.float64), init)
     assert err < tol, f"parameter change differs from one process by {err:.2e}"
+    if naive is not None:
+        wrong = rel_change(naive.astype(np.float64), ref.astype(np.float64), init)
+        assert wrong > margin * tol, \
+            f"negative control too close ({wrong:.2e}): tolerance too loose"
+    return err
+
+
+def check_exact(cfg: RunConfig, params: np.ndarray, nworkers: int, tol: float,
+                steps: list[list] | None = None, margin: float = NAIVE_MARGIN) -> float:
+    """Assert ``params`` changed as one process on the union would change them, within ``tol``,
+    and that the naive per-worker mean misses by ``margin`` tolerances (skipped with one
+    worker: nothing is uneven, nothing to weigh). ``steps``: every worker's batch (or None)
+    per step, when the test made them itself (default: ``worker_steps``). Returns the error."""
+    steps = worker_steps(cfg, nworkers) if steps is None else steps
+    init = adapter(cfg).params_buffer().astype(np.float64)
+    naive = None
     if nworkers > 1:
         sizes = {tuple(b.loss_tokens for b in s if b is not None) for s in steps}
         assert any(len(set(s)) > 1 for s in sizes), "test data should be uneven across ranks"
-        naive = rel_change(reference(cfg, steps, naive=True), ref, init)
-        assert naive > NAIVE_MARGIN * tol, \
-            f"negative control too close ({naive:.2e}): tolerance too loose"
-    return err
+        naive = reference(cfg, steps, naive=True)
+    return judge(params, init, reference(cfg, steps), naive, tol, margin)
 
 
 PS_CASES = [("colocated", 1), ("colocated", 2), ("dedicated", 1)]

@@ -1,4 +1,5 @@
-"""``hvdscale fusion``'s results: medians per point, paired gains of the best point over the
+"""``hvdscale fusion``'s results: medians per point, the recommendation from paired per-round
+ratios over Horovod's defaults (``hvdscale.study.recommend``), paired gains over the
 references, and the outputs in the results directory: ``fusion.md`` (table and
 recommendation), ``fusion.json`` and ``fusion_heatmap.png``."""
 
@@ -13,6 +14,7 @@ from typing import Any
 from hvdscale.config import OVERLAP_MODES
 from hvdscale.study.fusion_settings import HOROVOD_DEFAULT, Setting
 from hvdscale.study.plotting import pyplot, save
+from hvdscale.study.recommend import paired_ratios, ratio_summary, recommend
 
 
 def _med(xs: list[float]) -> float | None:
@@ -26,19 +28,16 @@ def _timeline_median(rec: dict[str, Any], key: str) -> float | None:
 
 
 def paired(a: list[dict], b: list[dict]) -> dict[str, Any] | None:
-    """Per-round ratios of words/s of ``a`` over ``b`` (rounds paired by order)."""
-    n = min(len(a), len(b))
-    if n == 0:
-        return None
-    ratios = [a[i]["words_per_s"] / b[i]["words_per_s"] for i in range(n)]
-    med = statistics.median(ratios)
-    return {"median": med, "min": min(ratios), "max": max(ratios), "n": n, "ratios": ratios,
-            # Every round (two at least) agrees on the sign: beyond the rounds' noise.
-            "consistent": n >= 2 and (all(x > 1 for x in ratios) or all(x < 1 for x in ratios))}
+    """Per-round ratios of words/s of ``a`` over ``b`` (rounds paired by order): median,
+    spread (min, max), n, the ratios, and whether every round agrees on the side of 1.0."""
+    return ratio_summary(paired_ratios([r["words_per_s"] for r in a],
+                                       [r["words_per_s"] for r in b]))
 
 
 def analyze(rows: list[tuple[Setting, list[dict[str, Any]]]]) -> dict[str, Any]:
-    """Medians per point, the best point and its paired gains over defaults and fusion off."""
+    """Medians per point; the recommended point (best paired ratio over the defaults, beyond
+    noise; else the defaults) as ``best``, with ``recommendation`` saying why; its paired gains
+    over defaults, fusion off, autotune and independent replicas."""
     table = []
     by_kind: dict[str, list[dict]] = {}
     recs_of: dict[str, list[dict]] = {}
@@ -62,9 +61,16 @@ def analyze(rows: list[tuple[Setting, list[dict[str, Any]]]]) -> dict[str, Any]:
             by_kind.setdefault("defaults", recs)
         if s.kind == "grid" and eff == (0.0, 1.0, "hooks"):
             by_kind.setdefault("off", recs)
-    hv = [r for r in table if r["kind"] != "independent" and r["words_per_s"] is not None]
-    best = max(hv, key=lambda r: r["words_per_s"]) if hv else None
-    out: dict[str, Any] = {"table": table, "best": best}
+    # The recommendation: the best PAIRED ratio over the defaults (per round, same machine
+    # state), and only when its spread lies above 1.0; otherwise the defaults stay.
+    row_of = {r["label"]: r for r in table}
+    defaults = next((r["label"] for r in table if recs_of[r["label"]] is by_kind.get("defaults")),
+                    None)
+    rec = recommend({r["label"]: r["words_per_s_all"] for r in table
+                     if r["kind"] != "independent"}, defaults or "Horovod's defaults")
+    pick = rec["recommended"] or defaults
+    best = row_of.get(pick) if pick else None
+    out: dict[str, Any] = {"table": table, "best": best, "recommendation": rec}
     if best is not None:
         b = recs_of[best["label"]]
         for ref in ("defaults", "off", "autotune", "independent"):
@@ -106,14 +112,20 @@ def markdown(res: dict[str, Any], title: str) -> str:
                      f"{_f(r['fused_buffers'], '.0f')} |")
     best = res.get("best")
     lines.append("")
+    rec = res.get("recommendation") or {}
     if best is None:
-        lines.append("No Horovod point was measured: no recommendation.")
+        lines.append(f"No recommendation: {rec.get('verdict', 'no Horovod point was measured')}.")
     else:
-        lines += [f"**Recommended: {best['label']}** "
-                  f"(fusion threshold {best['threshold_mb']:g} MiB, cycle time "
+        head = (f"**Recommended: {best['label']}**" if rec.get("recommended") else
+                f"**Recommended: keep Horovod's defaults, {best['label']}**")
+        lines += [f"{head} (fusion threshold {best['threshold_mb']:g} MiB, cycle time "
                   f"{best['cycle_ms']:g} ms, overlap {best['overlap']}): "
-                  f"{best['words_per_s']:.0f} words/s.", "",
-                  f"- over Horovod's defaults (128 MiB, 1 ms, hooks): "
+                  f"{best['words_per_s']:.0f} words/s (median). Why: {rec.get('verdict')}.", "",
+                  "Paired ratios over Horovod's defaults (each round's words/s over the "
+                  "defaults' in the same round; median, spread min-max):", ""]
+        lines += [f"- {label}: {_gain(p)}" for label, p in sorted(
+            (rec.get("ratios") or {}).items(), key=lambda kv: -(kv[1] or {}).get("median", 0))]
+        lines += ["", f"- recommended over Horovod's defaults (128 MiB, 1 ms, hooks): "
                   f"{_gain(res.get('best_over_defaults'))}",
                   f"- over fusion off: {_gain(res.get('best_over_off'))}"]
         if res.get("best_over_autotune"):

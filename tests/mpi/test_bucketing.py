@@ -4,9 +4,10 @@ Each rank trains one whole epoch of its own length-bucketed batches (``measure.e
 Strong scaling splits an odd global batch (7 = 4 + 3 on two ranks), so at a step the ranks hold
 different numbers of sentences of different lengths, and they hold different numbers of
 batches. The ranks agree on the step count (``hvdscale.core.batching``); a rank out of batches
-takes part with no batch. After the epoch every replica must equal one process that trained on the
-union of each step's batches, within 1e-5 relative. A hang fails the test through the per-test
-timeout of conftest.py.
+takes part with no batch. After the epoch every replica's parameter CHANGE must equal that of one
+process that trained on the union of each step's batches, within 1e-5 relative, and the naive
+per-rank mean (the negative control) must miss by far (``tests.exactness``). A hang fails the
+test through the per-test timeout of conftest.py.
 """
 
 from __future__ import annotations
@@ -15,17 +16,12 @@ import numpy as np
 import pytest
 
 from hvdscale.config import load_config
-from hvdscale.core.batching import (
-    BatchPlan,
-    build_schedule,
-    local_summary,
-    make_plan,
-    make_schedule,
-)
-from hvdscale.core.data import concat_batches, load_corpus
+from hvdscale.core.batching import BatchPlan, make_plan, make_schedule
+from hvdscale.core.data import load_corpus
 from hvdscale.core.world import is_gloo_launch
 from hvdscale.frameworks.torch import HorovodStrategy, TorchAdapter
 from hvdscale.strategies import make_strategy
+from tests.exactness import adapter, check_exact, reference, rel_change, worker_steps
 
 REL_TOL = 1e-5
 pytestmark = pytest.mark.np3
@@ -61,45 +57,30 @@ def _distributed(cfg, world) -> tuple[np.ndarray, object, object, int]:
         without += batch is None
         strategy.step(batch)
     strategy.finish()
-    return adapter.params_buffer().copy(), strategy, schedule, without
+    return adapter.params_buffer().astype(np.float64), strategy, schedule, without
 
 
-def _reference(cfg, nworkers: int, independent_worker: int | None = None) -> np.ndarray:
-    """One process: per step, one update on the union of the batches the workers hold.
-
-    Every worker's stream is rebuilt here from the same schedule the ranks agreed on.
-    """
-    adapter = TorchAdapter(cfg.model, cfg.optim, cfg.model.src_vocab, cfg.model.tgt_vocab)
-    mode = cfg.data.bucketing.mode
-    align = mode == "aligned"
-    plans = [_plan(cfg, w, nworkers) for w in range(nworkers)]
-    gathered = [local_summary(cfg.measure, p, mode) for p in plans]
-    built = [build_schedule(cfg.measure, p, gathered, mode) for p in plans]
-    streams = [list(stream) for _, stream in built]
-    if independent_worker is not None:
-        streams = [streams[independent_worker]]
-    uneven_step = idle_step = False
-    for step in zip(*streams, strict=True):
-        parts = [b for b in step if b is not None]
-        idle_step |= len(parts) < len(step)
-        uneven_step |= len({(b.sentences, b.src.shape[1]) for b in parts}) > 1
-        if not parts:
-            continue
-        union = concat_batches(parts)
-        adapter.zero_grad()
-        adapter.forward_backward(union, 1.0 / union.loss_tokens)
-        adapter.step()
-    if nworkers > 1 and independent_worker is None:
-        assert idle_step, "test data: some rank should run out of batches"
-        assert uneven_step, "test data: sentence counts and lengths should differ at a step"
-        if not align:
-            counts = built[0][0].batches_per_rank
-            assert len(set(counts)) > 1, "test data: batch counts should differ by rank"
-    return adapter.params_buffer().copy()
+def _init(cfg) -> np.ndarray:
+    return adapter(cfg).params_buffer().astype(np.float64)
 
 
-def _rel(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.linalg.norm(a.astype(np.float64) - b) / np.linalg.norm(b.astype(np.float64)))
+def _data_checks(cfg, steps: list[list]) -> None:
+    """The test data is what the tests claim: some rank runs out of batches, a step's parts
+    differ in sentences and length, and (not aligned) ranks hold different batch counts."""
+    assert any(None in step for step in steps), "test data: some rank should run out of batches"
+    assert any(len({(b.sentences, b.src.shape[1]) for b in step if b is not None}) > 1
+               for step in steps), "test data: sentence counts and lengths should differ"
+    if cfg.data.bucketing.mode != "aligned":
+        counts = [sum(b is not None for b in worker) for worker in zip(*steps, strict=True)]
+        assert len(set(counts)) > 1, "test data: batch counts should differ by rank"
+
+
+def _exact(cfg, params: np.ndarray, nworkers: int) -> None:
+    """Parameter changes equal one process on each step's union; the naive mean misses."""
+    steps = worker_steps(cfg, nworkers)
+    if nworkers > 1:
+        _data_checks(cfg, steps)
+    check_exact(cfg, params, nworkers, REL_TOL, steps=steps)
 
 
 def _check_schedule(schedule, without: int, strategy, world) -> None:
@@ -124,7 +105,7 @@ def test_horovod_uneven_epoch_equals_one_process_on_union(extra, hvd, comm_world
     everyone = comm_world.allgather(params)
     for p in everyone[1:]:
         assert np.array_equal(p, everyone[0]), "replicas differ after uneven horovod steps"
-    assert _rel(params, _reference(cfg, comm_world.size)) < REL_TOL
+    _exact(cfg, params, comm_world.size)
 
 
 ps_cases = [("colocated", 1, ()), ("colocated", 2, ()), ("dedicated", 1, ()),
@@ -146,15 +127,16 @@ def test_ps_uneven_epoch_equals_one_process_on_union(placement, servers, extra, 
     assert len(worker_params) == strategy.num_workers
     for p in worker_params:
         assert np.array_equal(p, worker_params[0])
-    assert _rel(worker_params[0], _reference(cfg, strategy.num_workers)) < REL_TOL
+    _exact(cfg, worker_params[0], strategy.num_workers)
     if placement == "colocated":  # the same function as horovod on the same data
         hv, *_ = _distributed(_cfg("horovod", *extra), comm_world)
-        assert _rel(params, hv) < REL_TOL
+        assert rel_change(params, hv, _init(cfg)) < REL_TOL
 
 
 def test_independent_uneven_epoch_trains_each_replica_on_its_own(comm_world) -> None:
     cfg = _cfg("independent")
     params, strategy, schedule, without = _distributed(cfg, comm_world)
     _check_schedule(schedule, without, strategy, comm_world)
-    ref = _reference(cfg, comm_world.size, independent_worker=comm_world.rank)
-    assert _rel(params, ref) < REL_TOL
+    # Each replica alone: one process on this rank's own stream (no other rank to weigh).
+    own = [[step[comm_world.rank]] for step in worker_steps(cfg, comm_world.size)]
+    assert rel_change(params, reference(cfg, own), _init(cfg)) < REL_TOL

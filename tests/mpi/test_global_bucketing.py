@@ -6,8 +6,9 @@ a bucket's last global batch is small, and a rank whose part is empty takes part
 with no batch. One epoch of that must equal one process that trains, per step, on the whole
 global batch. Exactness is judged on the parameter CHANGES (parameters minus their initial
 values): the parameters themselves are dominated by the initialisation, which would hide an
-error in the update. The framework is the session's (``HVDSCALE_TEST_FRAMEWORK``), so the same
-tests serve both frameworks (tests/mpi_tf/test_tf_global_bucketing.py runs them with TF).
+error in the update; the naive mean of the ranks' parts must miss by far (negative control).
+The framework is the session's (``HVDSCALE_TEST_FRAMEWORK``), so the same tests serve both
+frameworks (tests/mpi_tf/test_tf_global_bucketing.py runs them with TF).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from hvdscale.core.data import load_corpus
 from hvdscale.core.world import is_gloo_launch
 from hvdscale.frameworks import load_framework
 from hvdscale.strategies import make_strategy
+from tests.exactness import judge, reference, worker_steps
 from tests.mpi_harness import FRAMEWORK
 
 REL_TOL = 1e-5  # relative L2 error of the parameter change (measured: below 4e-7)
@@ -71,7 +73,7 @@ def _distributed(cfg, world):
 def _reference(cfg, nworkers: int) -> tuple[np.ndarray, np.ndarray]:
     """(initial params, params after one process trained on every whole global batch)."""
     adapter = _adapter(cfg)
-    init = adapter.params_buffer().copy()
+    init = adapter.params_buffer().astype(np.float64)
     plan = _plan(cfg, 0, nworkers)
     idle = uneven = False
     for j, gidx in enumerate(plan.global_batches(0)):
@@ -85,12 +87,15 @@ def _reference(cfg, nworkers: int) -> tuple[np.ndarray, np.ndarray]:
     if nworkers > 1:
         assert uneven, "test data: parts should differ in size at some step"
         assert idle, "test data: some rank should have an empty part at some step"
-    return init, adapter.params_buffer().copy()
+    return init, adapter.params_buffer().astype(np.float64)
 
 
-def _rel_change(params: np.ndarray, init: np.ndarray, ref: np.ndarray) -> float:
-    d, r = params.astype(np.float64) - init, ref.astype(np.float64) - init
-    return float(np.linalg.norm(d - r) / np.linalg.norm(r))
+def _exact(cfg, params: np.ndarray, nworkers: int) -> None:
+    """Parameter changes equal one process on the whole global batches; the naive mean of the
+    ranks' parts (the negative control, ``tests.exactness``) misses by far."""
+    init, ref = _reference(cfg, nworkers)
+    naive = reference(cfg, worker_steps(cfg, nworkers), naive=True) if nworkers > 1 else None
+    judge(params, init, ref, naive, REL_TOL)
 
 
 def _check_schedule(schedule, without: int, strategy, world, nworkers: int) -> None:
@@ -109,8 +114,7 @@ def test_horovod_global_epoch_equals_one_process_on_global_batches(hvd, comm_wor
     everyone = comm_world.allgather(params)
     for p in everyone[1:]:
         assert np.array_equal(p, everyone[0]), "replicas differ after global-mode steps"
-    init, ref = _reference(cfg, comm_world.size)
-    assert _rel_change(params, init, ref) < REL_TOL
+    _exact(cfg, params, comm_world.size)
 
 
 # Colocated (every rank works) and dedicated (a server that holds no batch, the split over the
@@ -132,5 +136,4 @@ def test_ps_global_epoch_equals_one_process_on_global_batches(placement, servers
     assert len(worker_params) == strategy.num_workers
     for p in worker_params:
         assert np.array_equal(p, worker_params[0])
-    init, ref = _reference(cfg, strategy.num_workers)
-    assert _rel_change(worker_params[0], init, ref) < REL_TOL
+    _exact(cfg, worker_params[0], strategy.num_workers)

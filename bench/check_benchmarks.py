@@ -1,0 +1,267 @@
+"""Fail when a figure in BENCHMARKS.md no longer matches its raw result in bench/results/.
+
+Two kinds of check:
+
+1. Generated blocks. Text between ``<!-- generated: python bench/<script>.py --render
+   bench/results/<raw>.json -->`` and ``<!-- end generated -->`` must equal, line for line,
+   what that command prints now (it renders from the raw file alone).
+2. Headline figures written by hand. Each check below recomputes figures of one section from
+   its raw file and formats them as the text prints them (same rounding), and the formatted
+   string must appear in BENCHMARKS.md: a changed figure, or a raw file that no longer gives
+   it, fails. A figure can be moved in the text freely; its printed form cannot change alone.
+
+    python bench/check_benchmarks.py                    # CI: tests/run.sh phase "benchmarks"
+    python bench/check_benchmarks.py --md /tmp/B.md     # another copy of the text
+
+Exit 0 when everything matches; 1 with one line per mismatch otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+GENERATED = re.compile(r"<!-- generated: (.+?) -->\n(.*?)<!-- end generated -->", re.S)
+RENDER_CMD = re.compile(r"python bench/[\w]+\.py --render bench/results/[\w.-]+\.json")
+
+
+def _ms(s: float, spec: str = ".2f") -> str:
+    return format(1e3 * s, spec)
+
+
+def issue3_overhead(d: dict) -> list[str]:
+    m = d["median_step_s"]
+    return [f"| minimal Horovod loop | {_ms(m['minimal'])} |",
+            f"| hvdscale `horovod` | {_ms(m['hvdscale'])} |",
+            f"| **overhead** | **+{d['overhead_pct']:.1f} %** (target"]
+
+
+def issue3_strategies(d: dict) -> list[str]:
+    w, s = d["median_words_per_s"], d["median_step_ms"]
+    return [f"| independent | {w['independent']:.0f} | {s['independent']:.1f} | 1.000 |",
+            f"| horovod | {w['horovod']:.0f} | {s['horovod']:.1f} | "
+            f"**{d['horovod_over_independent']:.3f}** |",
+            f"| ps | {w['ps']:.0f} | {s['ps']:.1f} | {d['ps_over_independent']:.3f} |",
+            f"ps / horovod {d['ps_over_horovod']:.2f}"]
+
+
+def issue4_ps(d: dict) -> list[str]:
+    np_ = "2" if d["ranks"] == 2 else f"{d['ranks']}*"
+    out = [f"{_ms(d['horovod_allreduce_median_s'], '.1f')} ms at np={np_}"]
+    for p in d["ps"]:
+        c, pr, u = p["comm_median_s"], p["predicted_s"], p["server_update_median_s"]
+        out.append(f"| {np_} | {p['placement']} | {p['servers']} | {p['workers']} | "
+                   f"{_ms(c, '.1f')} | {_ms(pr, '.1f')} | {_ms(u, '.1f')} | {c / pr:.2f} | "
+                   f"{(c - u) / pr:.2f} |")
+    return out
+
+
+def issue6_soak(d: dict) -> list[str]:
+    out = [f"| {m['rank']} | {m['rss_first_mb']:.1f} | {m['rss_last_mb']:.1f} | "
+           f"{m['peak_rss_mb']:.1f} |" for m in d["memory"]]
+    deciles = ", ".join(f"{x:.1f}" for x in d["step_time_decile_medians_ms"])
+    return [*out, deciles, f"= {d['last_over_first_decile']:.2f}, no drift",
+            f"{d['words_per_s']:.0f} words/s over the 1,000 steps"]
+
+
+def issue7_bucketing(d: dict) -> list[str]:
+    out = [f"| np={n}, {rnn} | {d[f'throughput_np{n}_{rnn}']['pad to max']['words_per_s']:.0f} |"
+           for n in (1, 2) for rnn in ("fused", "loop")]
+    return out + [f"| {v['idle_ms_per_step']:.1f} | {v['idle_pct']:.1f} % |"
+                  for v in d["straggler"].values()]
+
+
+def issue10_frameworks(d: dict) -> list[str]:
+    w = d["median_words_per_s"]
+    out = [f"| {fw}, np={n} | {w[f'{fw} fused np={n}']:.0f} | {w[f'{fw} loop np={n}']:.0f} | "
+           f"{w[f'{fw} loop np={n}'] / w[f'{fw} fused np={n}']:.2f} |"
+           for n in (1, 2) for fw in ("torch", "tf")]
+    for fw, bold in (("tf", "**"), ("torch", "")):
+        ind = w[f"{fw} fused np=2 independent"]
+        out.append(f"{bold}{w[f'{fw} fused np=2'] / ind:.2f}{bold} ({ind:.0f} words/s "
+                   f"independent)")
+    out.append(f"| {w['tf fused np=2 embeddings gathered'] / w['tf fused np=2']:.3f} |")
+    return out
+
+
+def overhead_tf(d: dict) -> list[str]:
+    m = d["median_step_s"]
+    return [f"| minimal DistributedGradientTape loop | {_ms(m['minimal'], '.1f')} |",
+            f"| hvdscale TF `horovod` | {_ms(m['hvdscale'], '.1f')} |",
+            f"| **overhead** | **+{d['overhead_pct']:.1f} %** (paired rounds: "
+            f"+{d['overhead_pct_paired_rounds']:.1f} %"]
+
+
+def issue16_work_split(d: dict) -> list[str]:
+    rows = {"per_rank": "bucketed, per_rank", "aligned": "bucketed, aligned"}
+    out = [f"| {name} | {d[f'fused: {k}']['steps']} | {d[f'fused: {k}']['idle_pct']:.1f} % | "
+           f"{d[f'loop: {k}']['idle_pct']:.1f} % |" for name, k in rows.items()]
+    g = "bucketed, global"
+    out.append(f"| **global** | {d[f'fused: {g}']['steps']} | "
+               f"**{d[f'fused: {g}']['idle_pct']:.1f} %** | "
+               f"**{d[f'loop: {g}']['idle_pct']:.1f} %** |")
+    return out
+
+
+def issue16_timed(d: dict) -> list[str]:
+    s = d["straggler"]
+    out = []
+    for rnn in ("fused", "loop"):
+        pr, gl = s[f"{rnn}: bucketed, per_rank"], s[f"{rnn}: bucketed, global"]
+        out.append(f"| {d[f'throughput_np2_{rnn}']['pad to max']['words_per_s']:.0f} | "
+                   f"{pr['words_per_s']:.0f} ({pr['idle_pct']:.1f} %) | "
+                   f"{gl['words_per_s']:.0f} (**{gl['idle_pct']:.1f} %**) |")
+    return out
+
+
+def issue17_overhead(d: dict) -> list[str]:
+    m = d["median_step_s"]
+    return [f"{_ms(m['minimal'], '.1f')} |", f"{_ms(m['hvdscale_no_progress'], '.1f')} |",
+            f"{_ms(m['hvdscale'], '.1f')} |", f"**{d['progress_ratio_paired_rounds']:.3f}**"]
+
+
+def issue14_seed(d: dict) -> list[str]:
+    names = {"ring-overlap": "ring allreduce, overlapped", "ring": "ring allreduce, no overlap",
+             "ps-dedicated": "PS, 1 dedicated server", "ps-sharded": "PS, colocated sharded"}
+    out = []
+    for bw, label in (("25Gbit", "25 Gbit/s"), ("100Gbit", "100 Gbit/s")):
+        eff = d["seed_nmt"][bw]["efficiency_pct"]["weak"]
+        for key, name in names.items():
+            cells = " | ".join(f"{eff[key][r]:.1f} %" for r in ("8", "64", "512"))
+            out.append(f"| {label} | {name} | {cells} |")
+    mb = {v["fusion_threshold_bytes"] / 2**20 for v in d["seed_nmt"].values()
+          if "fusion_threshold_bytes" in v} or {d["assumptions"]["fusion_threshold_MB"]}
+    return [*out, f"default fusion threshold, {max(mb):g} MiB"]
+
+
+def issue12_demo_goal(d: dict) -> list[str]:
+    """Horovod's defaults over independent replicas, paired per round (the goal's figure)."""
+    rows = {r["label"]: r["words_per_s_all"] for r in d["table"]}
+    ratios = [a / b for a, b in zip(rows["128MB/1ms/hooks"], rows["independent"], strict=True)]
+    return [f"measured {sorted(ratios)[len(ratios) // 2]:.3f} (rounds "
+            f"{', '.join(f'{x:.2f}' for x in ratios)})"]
+
+
+def issue12_commheavy(d: dict) -> list[str]:
+    rows = {r["label"]: r["words_per_s"] for r in d["table"]}
+    ind, dfl = rows["independent"], rows["128MB/1ms/hooks"]
+    return [f"| {rows[k]:.0f} | {rows[k] / ind:.2f} | {rows[k] / dfl:.2f} |"
+            for k in ("default/5ms/after-backward", "default/1ms/after-backward",
+                      "0MB/1ms/hooks", "128MB/5ms/hooks")]
+
+
+def issue15_gemm(md: str) -> list[str]:
+    """NT and TN against their pre-transposed twins, as the gemm tool's findings count them."""
+    out = []
+    for fw, h, v, n, med in re.findall(r"- (\w+) hidden (\d+): (NT|TN) is [^(]*\((\d+)/13 "
+                                       r"batch sizes[^;]*; x([\d.]+) median\)", md):
+        out.append(f"{fw} {h} {v}: {n}/13" if v == "NT" else f"x{med} ({fw} {h})")
+    return out
+
+
+def issue20_revisions(d: dict) -> list[str]:
+    return [f"| {d['rounds'] if isinstance(d['rounds'], int) else len(d['rounds'])} | "
+            f"{d['ratio_median']:.3f} | {d['ratio_min']:.3f} | {d['ratio_max']:.3f} | "
+            f"{d['load_max']:.2f} | {'yes' if d['quiet'] else 'no'} |"]
+
+
+def issue20_overhead(d: dict) -> list[str]:
+    m = d["median_step_s"]
+    return [f"| {_ms(m['minimal'])} | {_ms(m['hvdscale'])} | {d['overhead_pct']:+.1f} %"]
+
+
+CHECKS: list[tuple[str, str, Callable[[Any], list[str]]]] = [
+    ("issue 3 harness overhead", "overhead_issue3.json", issue3_overhead),
+    ("issue 3 scaling", "strategies_np2.json", issue3_strategies),
+    ("issue 4 parameter server np=2", "ps_comm_np2.json", issue4_ps),
+    ("issue 4 parameter server np=3", "ps_comm_np3.json", issue4_ps),
+    ("issue 6 soak", "soak.json", issue6_soak),
+    ("issue 7 bucketing", "bucketing_issue7.json", issue7_bucketing),
+    ("issue 10 frameworks", "frameworks.json", issue10_frameworks),
+    ("issue 10 TF harness overhead", "overhead_tf.json", overhead_tf),
+    ("issue 16 work split", "bucketing_work_split.json", issue16_work_split),
+    ("issue 16 timed", "bucketing.json", issue16_timed),
+    ("issue 14 seed NMT prediction", "comm_model.json", issue14_seed),
+    ("issue 17 run 1", "overhead_issue17_run1.json", issue17_overhead),
+    ("issue 17 run 2", "overhead.json", issue17_overhead),
+    ("issue 12 demo goal", "fusion_demo.json", issue12_demo_goal),
+    ("issue 12 comm-heavy fusion", "fusion_commheavy_torch.json", issue12_commheavy),
+    ("issue 15 GEMM findings", "gemm.md", issue15_gemm),
+    ("issue 20 torch revisions", "revisions_issue20_torch.json", issue20_revisions),
+    ("issue 20 tf revisions", "revisions_issue20_tf.json", issue20_revisions),
+    ("issue 20 torch ps revisions", "revisions_issue20_torch_ps.json", issue20_revisions),
+    ("issue 20 torch overhead", "overhead_issue20.json", issue20_overhead),
+    ("issue 20 torch overhead run 2", "overhead_issue20_run2.json", issue20_overhead),
+    ("issue 20 tf overhead", "overhead_tf_issue20.json", issue20_overhead),
+]
+"""(section, raw file in the results directory, the figures it gives as the text prints them)."""
+
+
+def check_figures(text: str, results: Path) -> tuple[int, list[str]]:
+    """(figures checked, mismatches) of the hand-written headline figures."""
+    n, bad = 0, []
+    for section, raw, expect in CHECKS:
+        path = results / raw
+        if not path.is_file():
+            bad.append(f"{section}: raw file {path} is missing")
+            continue
+        data = path.read_text() if raw.endswith(".md") else json.loads(path.read_text())
+        for figure in expect(data):
+            n += 1
+            if figure not in text:
+                bad.append(f"{section}: BENCHMARKS.md does not show {figure!r} "
+                           f"(recomputed from bench/results/{raw})")
+    return n, bad
+
+
+def check_generated(text: str) -> tuple[int, list[str]]:
+    """(blocks checked, mismatches): each generated block against its command's output now."""
+    n, bad = 0, []
+    for cmd, body in GENERATED.findall(text):
+        n += 1
+        if not RENDER_CMD.fullmatch(cmd.strip()):
+            bad.append(f"generated block: {cmd!r} is not 'python bench/<script>.py --render "
+                       f"bench/results/<raw>.json'")
+            continue
+        argv = [sys.executable, *shlex.split(cmd)[1:]]
+        r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            bad.append(f"generated block: {cmd} failed: {r.stderr.strip()[-300:]}")
+            continue
+        want = [x.rstrip() for x in r.stdout.strip("\n").splitlines()]
+        got = [x.rstrip() for x in body.strip("\n").splitlines()]
+        if want != got:
+            diff = next((i for i, (a, b) in enumerate(zip(want, got, strict=False)) if a != b),
+                        min(len(want), len(got)))
+            bad.append(f"generated block: {cmd}: line {diff + 1} differs from the render "
+                       f"(text {got[diff] if diff < len(got) else '<end>'!r}, render "
+                       f"{want[diff] if diff < len(want) else '<end>'!r})")
+    return n, bad
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Check BENCHMARKS.md against bench/results/; print what differs; 0 when all match."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--md", default=str(ROOT / "bench" / "BENCHMARKS.md"))
+    ap.add_argument("--results", default=str(ROOT / "bench" / "results"))
+    args = ap.parse_args(argv)
+    text = Path(args.md).read_text()
+    n_fig, bad_fig = check_figures(text, Path(args.results))
+    n_gen, bad_gen = check_generated(text)
+    for line in bad_fig + bad_gen:
+        print(f"MISMATCH {line}")
+    print(f"{n_fig} figures from {len(CHECKS)} raw results and {n_gen} generated blocks "
+          f"checked: {len(bad_fig) + len(bad_gen)} mismatches")
+    return 1 if bad_fig or bad_gen else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

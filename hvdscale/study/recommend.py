@@ -1,0 +1,81 @@
+"""Which setting to recommend over a reference (Horovod's defaults, DDP's bucket size...), from
+paired rounds: in each round every setting ran once, so a setting's words/s divided by the
+reference's words/s of the SAME round cancels what the round shared (a slow phase of a loaded
+machine). A setting is recommended only when its paired ratios lie above 1.0 in every round
+(their spread, min to max, does not straddle 1.0); otherwise the reference stays.
+
+Used by ``hvdscale fusion`` (``hvdscale.study.fusion_report``) and by any other sweep whose
+rounds are interleaved the same way.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+NO_WINNER = "no setting beats the defaults beyond noise"
+"""The verdict when no setting's paired ratios all lie above 1.0."""
+
+
+def paired_ratios(a: Sequence[float | None], b: Sequence[float | None]) -> list[float]:
+    """Per-round ratios a[i] / b[i] (rounds paired by index; a round missing on either side, or
+    with a non-positive or non-finite figure, is left out)."""
+    out = []
+    for x, y in zip(a, b, strict=False):
+        if x is None or y is None or not (math.isfinite(x) and math.isfinite(y)) or y <= 0:
+            continue
+        out.append(x / y)
+    return out
+
+
+def ratio_summary(ratios: Sequence[float]) -> dict[str, Any] | None:
+    """Median and spread (min, max) of paired ratios; None when there are none."""
+    if not ratios:
+        return None
+    return {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
+            "n": len(ratios), "ratios": list(ratios),
+            # Every round (two at least) on one side of 1.0: beyond the rounds' noise.
+            "consistent": len(ratios) >= 2 and (min(ratios) > 1 or max(ratios) < 1)}
+
+
+def recommend(rounds: Mapping[str, Sequence[float | None]], reference: str,
+              min_rounds: int = 2) -> dict[str, Any]:
+    """Pick the setting with the best median paired ratio over ``reference``.
+
+    Args:
+        rounds: per setting label, its words/s in round 0, 1, ... (None: that round failed).
+        reference: the label every ratio is taken over (the defaults).
+        min_rounds: fewer paired rounds than this cannot show a spread: no recommendation.
+
+    Returns:
+        ``reference``; ``ratios`` (label -> ``ratio_summary`` over the reference);
+        ``candidate`` (the label with the best median ratio, or None); ``recommended`` (that
+        label when its ratios all lie above 1.0 in at least ``min_rounds`` rounds, else None);
+        ``verdict`` (one sentence saying which, and why).
+    """
+    if reference not in rounds:
+        return {"reference": reference, "ratios": {}, "candidate": None, "recommended": None,
+                "verdict": f"the reference ({reference}) was not measured: no paired "
+                           f"recommendation"}
+    ratios = {label: ratio_summary(paired_ratios(wps, rounds[reference]))
+              for label, wps in rounds.items() if label != reference}
+    scored = {label: s for label, s in ratios.items() if s is not None}
+    if not scored:
+        return {"reference": reference, "ratios": ratios, "candidate": None,
+                "recommended": None, "verdict": f"{NO_WINNER} (no paired rounds)"}
+    candidate = max(scored, key=lambda label: scored[label]["median"])
+    s = scored[candidate]
+    spread = f"x{s['median']:.3f}, rounds {s['min']:.3f}-{s['max']:.3f}, n={s['n']}"
+    if s["n"] < min_rounds:
+        verdict = f"{NO_WINNER}: {s['n']} paired round(s) show no spread ({candidate}: {spread})"
+    elif s["min"] > 1.0:
+        verdict = f"{candidate} beats {reference} in every round ({spread})"
+    elif s["max"] < 1.0:
+        verdict = f"{NO_WINNER}: even the best, {candidate}, is slower in every round ({spread})"
+    else:
+        verdict = f"{NO_WINNER}: the best, {candidate}, {spread}, straddles 1.0"
+    recommended = candidate if s["n"] >= min_rounds and s["min"] > 1.0 else None
+    return {"reference": reference, "ratios": ratios, "candidate": candidate,
+            "recommended": recommended, "verdict": verdict}

@@ -1,0 +1,94 @@
+"""bench/check_benchmarks.py fails when a figure in BENCHMARKS.md no longer matches its raw file:
+checked on a copy of the text with one number changed, and with one generated line changed."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+MD = ROOT / "bench" / "BENCHMARKS.md"
+
+
+def _checker():
+    spec = importlib.util.spec_from_file_location("check_benchmarks",
+                                                  ROOT / "bench" / "check_benchmarks.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+def _tampered(tmp_path: Path, old: str, new: str) -> Path:
+    text = MD.read_text()
+    assert text.count(old) == 1, old
+    out = tmp_path / "BENCHMARKS.md"
+    out.write_text(text.replace(old, new))
+    return out
+
+
+def test_the_shipped_text_matches_its_raw_files() -> None:
+    n, bad = _checker().check_figures(MD.read_text(), ROOT / "bench" / "results")
+    assert n > 50 and bad == []
+
+
+def test_a_changed_headline_figure_fails(tmp_path: Path) -> None:
+    # Issue 3's harness overhead, one digit changed (58.40 ms -> 58.41 ms).
+    md = _tampered(tmp_path, "| minimal Horovod loop | 58.40 |", "| minimal Horovod loop | 58.41 |")
+    check = _checker()
+    _, bad = check.check_figures(md.read_text(), ROOT / "bench" / "results")
+    assert len(bad) == 1 and "issue 3 harness overhead" in bad[0] and "58.40" in bad[0]
+
+
+def test_a_raw_file_that_changed_fails(tmp_path: Path) -> None:
+    # The text stays; the raw result says something else now.
+    results = tmp_path / "results"
+    shutil.copytree(ROOT / "bench" / "results", results)
+    raw = results / "overhead_issue3.json"
+    raw.write_text(re.sub(r'"overhead_pct": [\d.]+', '"overhead_pct": 2.0', raw.read_text()))
+    _, bad = _checker().check_figures(MD.read_text(), results)
+    assert len(bad) == 1 and "**+2.0 %** (target" in bad[0]
+
+
+def test_a_changed_generated_line_fails(tmp_path: Path) -> None:
+    # Only the fusion block, one ratio changed: the re-render differs on that line.
+    text = MD.read_text()
+    block = re.search(r"<!-- generated: python bench/bench_fusion\.py .*?<!-- end generated -->",
+                      text, re.S).group(0)
+    check = _checker()
+    assert check.check_generated(block) == (1, [])
+    n, bad = check.check_generated(block.replace("x1.067 (0.899-1.075)", "x1.167 (0.899-1.075)"))
+    assert n == 1 and len(bad) == 1 and "differs from the render" in bad[0]
+
+
+def test_main_exits_non_zero_on_a_mismatch(tmp_path: Path, capsys) -> None:
+    md = _tampered(tmp_path, "**+1.1 %**", "**+0.9 %**")
+    text = md.read_text()
+    # Keep only the hand-written figures (generated blocks are tested above).
+    md.write_text(re.sub(r"<!-- generated: .*?<!-- end generated -->", "", text, flags=re.S))
+    assert _checker().main(["--md", str(md)]) == 1
+    assert "MISMATCH issue 3 harness overhead" in capsys.readouterr().out
+
+
+def _emit():
+    spec = importlib.util.spec_from_file_location("emit", ROOT / "bench" / "emit.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+def test_emit_finds_every_recorded_one_minute_load() -> None:
+    result = {"loadavg_start": [1.0, 5.0, 9.0], "quiet_load": 2.5, "workload": 7.0,
+              "rounds": [{"head": {"load_before": 1.5, "load_after": 2.0}},
+                         {"runs": [{"loadavg_before": [2.2, 0.1, 0.1]}]}],
+              "measurement_loadavg": {"start": [2.4, 3, 3], "end": [2.3, 3, 3]}}
+    # The 5- and 15-minute figures, the threshold and unrelated keys are not 1-minute loads.
+    assert sorted(_emit().recorded_loads(result)) == [1.0, 1.5, 2.0, 2.2, 2.3, 2.4]
+
+
+def test_emit_labels_a_run_above_the_threshold_not_quiet() -> None:
+    out = _emit().label_load({"runs": [{"loadavg_before": [1.0, 1, 1]},
+                                       {"loadavg_after": [2.6, 1, 1]}]})
+    assert out["quiet"] is False and out["load_1min_max"] >= 2.6
+    assert len(out["loadavg_emit"]) == 3  # the load when the result was written
