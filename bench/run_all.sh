@@ -24,7 +24,7 @@ echo "== Horovod fusion settings (issue 12)"
 python bench/bench_fusion.py --fresh
 echo "== TensorFlow next to PyTorch (issue 10)"
 python bench/bench_frameworks.py --repeats 3 --json "$R/frameworks.json"
-mpirun -np 2 python bench/bench_overhead_tf.py --rounds 16 --json "$R/overhead_tf.json"
+mpirun -np 2 python bench/bench_overhead_tf.py --pairs 16 --json "$R/overhead_tf.json"
 echo "== GEMMs, op counts, per-rank batch (issue 15)"
 python bench/bench_gemm.py --json "$R/gemm.json"
 python bench/bench_profile.py --configs configs/nmt_torch.yaml --batch 4 --steps 1 \

@@ -15,7 +15,4 @@ class Independent(Strategy):
     def step(self, batch: Batch | None) -> float:
         if batch is None:  # out of batches: nothing to do, and nobody waits for this rank
             return 0.0
-        self.adapter.zero_grad()
-        loss = self.adapter.forward_backward(batch, 1.0 / batch.loss_tokens)
-        self.adapter.step()
-        return loss
+        return self.adapter.train_step(batch, 1.0 / batch.loss_tokens)

@@ -5,25 +5,22 @@ copies the gradients out (one concat per call), ``params_buffer`` the parameters
 ``params_changed`` assigns the buffer back into the variables. Only the parameter server uses
 them, once per step each; Horovod and independent replicas never leave TensorFlow.
 
-Forward and backward run as one ``tf.function`` traced once for every batch shape (the input
-signature leaves batch and time dimensions open). Gradients are kept in variables between
-``forward_backward`` and ``step``, so the protocol's two calls stay two calls. The optimizer is
-written here with PyTorch's update rules (``shard_optim`` has the same rules in numpy), so both
-frameworks and every strategy train the same function.
+A whole training step (``train_step``; Horovod's ``reduced_step``) is ONE graph call: zeroing,
+forward, backward, the gradients' reduction and the update are one ``tf.function`` (``step``
+module), traced once for every batch shape (the input signature leaves batch and time dimensions
+open). The protocol's separate calls (``zero_grad``, ``forward_backward``, ``step``: the
+parameter server's path) are graph calls of their own, with the gradients kept in variables
+between them. The optimizer is written here with PyTorch's update rules (``shard_optim`` has the
+same rules in numpy), so both frameworks and every strategy train the same function.
 
 Horovod's TensorFlow integration (``HorovodTF`` in this package's ``horovod`` module) also uses
-``variables``, ``optimizer_variables``, ``kind`` and ``set_tape_wrapper``, documented below.
+``variables``, ``optimizer_variables``, ``set_reduction`` and ``reduced_step``, documented below.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -31,60 +28,23 @@ import numpy as np
 from hvdscale.config import ModelConfig, OptimConfig
 from hvdscale.core.data import Batch
 from hvdscale.core.device import CPU, Placement
+from hvdscale.frameworks.embeddings import EmbeddingRows
 from hvdscale.frameworks.shard_optim import NumpyShardOptimizer
+from hvdscale.frameworks.tf.quiet import tf
+from hvdscale.frameworks.tf.step import (
+    LOCAL,
+    Reduction,
+    batch_inputs,
+    batch_signature,
+    build_train_step,
+    stand_in_batch,
+)
 from hvdscale.models import ModelSizes
+from hvdscale.models.tf import build_model
 from hvdscale.strategies.base import Scale
-
-# absl lines below TF_CPP_MIN_LOG_LEVEL: I (0) and W (1) lines, and absl's notice that it logs
-# to stderr before its initialisation (a warning). E and F lines and anything else pass.
-_ABSL_LINE = re.compile(r"^([IW])\d{4} \d\d:\d\d:\d\d")
-_ABSL_NOTICE = "WARNING: All log messages before absl::InitializeLog() is called"
-
-
-@contextmanager
-def _filtered_stderr(min_level: int) -> Iterator[None]:
-    """Hold back fd 2's absl INFO/WARNING lines below ``min_level`` while the block runs.
-
-    TensorFlow 2.21 logs its start-up lines (oneDNN notice) through absl before absl is
-    initialised, so ``TF_CPP_MIN_LOG_LEVEL`` does not filter them; this applies that level to
-    them. Everything else written meanwhile (errors, tracebacks) is written back unchanged.
-    """
-    if min_level <= 0:
-        yield
-        return
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as held:
-        os.dup2(held.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            held.seek(0)
-            for line in held.read().decode(errors="replace").splitlines(keepends=True):
-                m = _ABSL_LINE.match(line)
-                level = {"I": 0, "W": 1}[m.group(1)] if m else (1 if _ABSL_NOTICE in line
-                                                                else 9)
-                if level >= min_level:
-                    sys.stderr.write(line)
-            sys.stderr.flush()
-
-
-# TensorFlow's C++ start-up logging stays off the console unless asked for (a value the user
-# set wins); errors still show.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-_LEVEL = int(os.environ["TF_CPP_MIN_LOG_LEVEL"]) if \
-    os.environ["TF_CPP_MIN_LOG_LEVEL"].isdigit() else 2
-with _filtered_stderr(_LEVEL):
-    import tensorflow as tf
-
-from hvdscale.models.tf import build_model  # noqa: E402  (imports tensorflow: after the filter)
+from hvdscale.strategies.sparse_rows import EmbeddingTable
 
 FRAMEWORK = "tf"
-
-TapeWrapper = Callable[[tf.GradientTape], tf.GradientTape]
 
 
 def gpu_count() -> int:
@@ -170,8 +130,8 @@ class TFAdapter:
     """A TF model, its optimizer, and flat float32 copies of its parameters and gradients.
 
     Attributes used by Horovod's TensorFlow integration only: ``variables`` (in flat-buffer
-    order, for ``hvd.broadcast_variables``), ``optimizer_variables``, ``kind`` (to build a
-    batch-shaped zero contribution), ``set_tape_wrapper`` and ``reduce_grads``.
+    order, for ``hvd.broadcast_variables``), ``optimizer_variables``, ``set_reduction`` and
+    ``reduced_step``.
     """
 
     framework = FRAMEWORK
@@ -193,35 +153,31 @@ class TFAdapter:
         self.num_params = int(sum(self._sizes))
         self.optim_cfg = optim_cfg
         self.optimizer = TFOptimizer(optim_cfg, self.variables)
+        self.embeddings = EmbeddingRows(model_cfg.kind, self.tensor_sizes(), model_cfg.embed_dim)
         self._grads = [tf.Variable(tf.zeros_like(v), trainable=False) for v in self.variables]
         self._flat_params = np.zeros(self.num_params, dtype=np.float32)
         self._flat_grads = np.zeros(self.num_params, dtype=np.float32)
-        self._tape_wrapper: TapeWrapper | None = None
+        self._stand_in = stand_in_batch(self.kind)
+        self._local_step: Callable[..., tf.Tensor] | None = None
+        self._reduced: Callable[..., tf.Tensor] | None = None
         self.compute_s = 0.0
-        """Seconds in the traced forward/backward (with Horovod, its gradient allreduce runs
-        inside the same graph call, so this includes that allreduce's wait)."""
+        """Seconds in the traced forward/backward, or in the whole traced step (with Horovod
+        its allreduces run inside that graph call, so this includes their waits)."""
         self._build()
 
     # --- the traced functions ----------------------------------------------------------------
 
     def _signature(self) -> list[tf.TensorSpec]:
-        # int32 ids and lengths: TensorFlow's native index type; no vocabulary or sentence
-        # comes near 2**31.
-        mat = tf.TensorSpec([None, None], tf.int32)
-        vec = tf.TensorSpec([None], tf.int32)
-        return [mat, vec, mat, mat, vec, tf.TensorSpec([], tf.float32)]
+        return [*batch_signature(), tf.TensorSpec([], tf.float32)]
 
     def _build(self) -> None:
-        """(Re)trace the train step: after a tape wrapper is set the graph differs."""
-        wrap = self._tape_wrapper
+        """Trace the protocol's separate calls (the fused steps are traced on first use)."""
         variables, grad_vars, model = self.variables, self._grads, self.model
 
         def forward_backward(src, src_len, tgt_in, tgt_out, tgt_len, scale):  # type: ignore[no-untyped-def]
             with tf.GradientTape() as tape:
                 loss, _ = model(src, src_len, tgt_in, tgt_out, tgt_len)
                 scaled = loss * scale
-            if wrap is not None:
-                tape = wrap(tape)
             grads = tape.gradient(scaled, variables)
             for gv, g in zip(grad_vars, grads, strict=True):
                 # Accumulated, as PyTorch's autograd does (the protocol's contract). Embedding
@@ -244,25 +200,31 @@ class TFAdapter:
         for v, part in zip(self.variables, tf.split(flat, self._sizes), strict=True):
             v.assign(tf.reshape(part, v.shape))
 
-    def set_tape_wrapper(self, wrap: TapeWrapper | None) -> None:
-        """Wrap the train step's gradient tape (Horovod's ``DistributedGradientTape``), so
-        the gradients are reduced inside the traced step, overlapping the backward pass."""
-        self._tape_wrapper = wrap
-        self._build()
+    def set_reduction(self, reduction: Reduction) -> None:
+        """The reduction ``reduced_step`` traces in (Horovod's token count and gradient
+        allreduces); traced on the next step."""
+        self._reduced = build_train_step(self.model, self.variables, self.optimizer, reduction)
 
-    def reduce_grads(self, reduce: Callable[[tf.Tensor], tf.Tensor]) -> None:
-        """Replace the gradients by ``reduce`` of all of them as one flat tensor (Horovod's
-        after-backward mode: one allreduce per step); traced once per ``reduce``."""
-        if getattr(self, "_reduce_key", None) is not reduce:
-            grads, sizes = self._grads, self._sizes
+    def reduced_step(self, batch: Batch | None, weight: float) -> float:
+        """One token-weighted step in one graph call: the loss is scaled by ``weight`` /
+        the reduced token count. ``None``: this rank has no batch; it computes exact zeros on a
+        stand-in batch in the same collectives. Returns the unscaled loss (0.0 without batch).
+        """
+        if self._reduced is None:
+            raise RuntimeError("set_reduction was not called before reduced_step")
+        if batch is None:
+            self._run(self._reduced, self._stand_in, 0.0, 0.0)
+            return 0.0
+        return self._run(self._reduced, batch, float(batch.loss_tokens), weight)
 
-            def fn() -> None:
-                flat = reduce(tf.concat([tf.reshape(g, [-1]) for g in grads], 0))
-                for g, part in zip(grads, tf.split(flat, sizes), strict=True):
-                    g.assign(tf.reshape(part, g.shape))
-
-            self._reduce_key, self._reduce = reduce, tf.function(fn)
-        self._reduce()
+    def _run(self, step: Callable[..., tf.Tensor], batch: Batch, tokens: float,
+             weight: float) -> float:
+        t0 = time.perf_counter()
+        loss = step(*batch_inputs(batch), tf.constant(tokens, tf.float64),
+                    tf.constant(weight, tf.float64))
+        value = float(loss)  # waits for the graph call to finish
+        self.compute_s += time.perf_counter() - t0
+        return value
 
     @property
     def optimizer_variables(self) -> list[tf.Variable]:
@@ -275,10 +237,16 @@ class TFAdapter:
         return list(zip(self._names, self._sizes, strict=True))
 
     def _inputs(self, batch: Batch) -> list[Any]:
-        # The lm has no decoder input: an empty matrix keeps one signature for both models.
-        tgt_in = batch.tgt_in if batch.tgt_in is not None else np.zeros((0, 0), np.int32)
-        return [np.asarray(a, np.int32) for a in (batch.src, batch.src_len, tgt_in,
-                                                   batch.tgt_out, batch.tgt_len)]
+        return batch_inputs(batch)
+
+    def train_signature(self) -> list[tf.TensorSpec]:
+        """The train step's input signature (``train_inputs``, then a float32 loss scale), for
+        a strategy that traces its own step (``mwms``)."""
+        return self._signature()
+
+    def train_inputs(self, batch: Batch) -> list[Any]:
+        """``batch`` as the train step's inputs (int32 arrays, one signature for both models)."""
+        return self._inputs(batch)
 
     def zero_grad(self) -> None:
         self._zero()
@@ -296,6 +264,15 @@ class TFAdapter:
         value = float(loss)  # waits for the graph call to finish
         self.compute_s += time.perf_counter() - t0
         return value
+
+    def train_step(self, batch: Batch, scale: Scale) -> float:
+        """``zero_grad``, ``forward_backward(batch, scale)`` and ``step`` as ONE graph call
+        (no reduction: independent replicas); returns the unscaled loss."""
+        if self._local_step is None:
+            self._local_step = build_train_step(self.model, self.variables, self.optimizer,
+                                                LOCAL)
+        factor = scale() if callable(scale) else scale
+        return self._run(self._local_step, batch, 1.0, factor)
 
     def loss(self, batch: Batch) -> float:
         return float(self._loss(*self._inputs(batch)))
@@ -341,6 +318,15 @@ class TFAdapter:
     def shard_optimizer(self, shard: np.ndarray) -> NumpyShardOptimizer:
         """The run's optimizer over a flat numpy shard (same rules as ``TFOptimizer``)."""
         return NumpyShardOptimizer(shard, self.optim_cfg)
+
+    def embedding_tables(self) -> list[EmbeddingTable]:
+        """The embedding tables in the flat buffers (``base.Adapter``)."""
+        return self.embeddings.tables
+
+    def touched_rows(self, batch: Batch) -> list[np.ndarray]:
+        """Per embedding table, the rows ``batch`` looks up: the ids of its IndexedSlices
+        gradients (``base.Adapter``)."""
+        return self.embeddings.touched(batch)
 
     def fingerprint(self) -> dict[str, float]:
         p = self.params_buffer().astype(np.float64)

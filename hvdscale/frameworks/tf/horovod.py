@@ -1,6 +1,6 @@
-"""Horovod's TensorFlow integration: the strategy (``HorovodTF``, ``hvd.DistributedGradientTape``
-in the traced train step, or one allreduce of the flat gradients) and the harness world's
-collectives (``HOROVOD``).
+"""Horovod's TensorFlow integration: the strategy (``HorovodTF``: the token count's allreduce and
+``hvd.DistributedGradientTape``, or one allreduce of the flat gradients, inside the one traced
+train step) and the harness world's collectives (``HOROVOD``).
 
 Horovod itself is imported only when a Horovod strategy or world is made, so TensorFlow runs of
 other strategies never need it. The framework-independent parts (settings, timeline, record
@@ -17,9 +17,10 @@ import numpy as np
 import tensorflow as tf
 
 from hvdscale.config import HorovodConfig
-from hvdscale.core.data import Batch, collate
+from hvdscale.core.data import Batch
 from hvdscale.core.world import SUM_NAME
 from hvdscale.frameworks.tf.adapter import TFAdapter
+from hvdscale.frameworks.tf.step import Reduction
 from hvdscale.strategies.horovod import HorovodBase
 
 
@@ -49,17 +50,18 @@ HOROVOD = TFCollectives()
 
 
 class HorovodTF(HorovodBase):
-    """Horovod for the TensorFlow adapter: ``hvd.DistributedGradientTape`` in the train step.
+    """Horovod for the TensorFlow adapter: one training step is ONE graph call.
 
-    ``hooks`` (the tape): the tape wrapper is traced into the adapter's train step, so each
-    gradient's allreduce is issued as soon as the backward pass produces it, inside the same
-    graph call (``num_groups`` groups them). ``after-backward``: the plain tape, then one
-    allreduce of all gradients as one flat tensor (``num_groups`` slices: one grouped
-    request). The global token count is allreduced first (eagerly; TensorFlow's graph call
-    cannot take a value that arrives during its forward pass). A rank without a batch runs the
-    same traced step on a one-sentence, two-token batch with loss scale 0: every gradient is an
-    exact zero and every allreduce the other ranks issue is matched under the same names, so
-    nothing waits and nothing changes.
+    The global token count's allreduce, forward, backward with the gradients' allreduce and
+    the optimizer's update are traced into one function (``step.Reduction`` through the
+    adapter's ``set_reduction``); nothing collective runs eagerly. The count's allreduce is
+    issued first and is needed only when the backward pass starts, so it overlaps the forward
+    pass. ``hooks``: ``hvd.DistributedGradientTape`` issues each gradient's allreduce as soon
+    as the backward pass produces it (``num_groups`` groups them). ``after-backward``: the plain
+    tape, then one allreduce of all gradients as one flat tensor (``num_groups`` slices: one
+    grouped request). A rank without a batch runs the same step on a stand-in batch with weight
+    0: every gradient is an exact zero and every allreduce the other ranks issue is matched
+    under the same names, so nothing waits and nothing changes.
     """
 
     adapter: TFAdapter
@@ -77,54 +79,59 @@ class HorovodTF(HorovodBase):
         # but a restored or warm-started optimizer must start identical on every rank too.
         hvd.broadcast_variables(adapter.variables + adapter.optimizer_variables,  # hvd:
                                 root_rank=0)
-        dense = self.cfg.embedding_grads == "dense"
-        if self.cfg.overlap == "hooks":
-            adapter.set_tape_wrapper(lambda tape: hvd.DistributedGradientTape(  # hvd:
-                tape, op=self.op, compression=self.compression, sparse_as_dense=dense,
-                num_groups=self.cfg.num_groups))
-        sent = np.array([4, 4], dtype=np.int64)  # the first non-special token id, twice
-        self._zero_batch = collate([sent], None if adapter.kind == "lm" else [sent],
-                                   adapter.kind)
+        hooks = self.cfg.overlap == "hooks"
+        adapter.set_reduction(Reduction(
+            tokens=self._global_tokens, wrap_tape=self._wrap_tape if hooks else None,
+            reduce_grads=None if hooks else self._reduce_after_backward))
 
-    def _reduce_flat(self, flat: Any) -> Any:
-        """``after-backward``: the flat gradient tensor in one (grouped) request (traced)."""
-        hvd, n = self.hvd, max(1, min(self.cfg.num_groups, self.adapter.num_params))
+    # --- traced into the adapter's step --------------------------------------------------------
+
+    def _global_tokens(self, own: tf.Tensor) -> tf.Tensor:
+        """The loss tokens of all ranks (float64: exact for any count a run reaches)."""
+        total = self.hvd.allreduce(tf.reshape(own, [1]), op=self.hvd.Sum,  # hvd:
+                                   name="hvdscale.tokens")
+        return tf.reshape(total, [])
+
+    def _wrap_tape(self, tape: tf.GradientTape) -> tf.GradientTape:
+        """``hooks``: each gradient allreduced as the backward pass makes it."""
+        return self.hvd.DistributedGradientTape(  # hvd:
+            tape, op=self.op, compression=self.compression,
+            sparse_as_dense=self.cfg.embedding_grads == "dense",
+            num_groups=self.cfg.num_groups)
+
+    def _reduce_after_backward(self, grads: list[tf.Tensor]) -> list[tf.Tensor]:
+        """``after-backward``: all gradients as one flat tensor in one (grouped) request."""
+        hvd, total = self.hvd, self.adapter.num_params
+        flat = tf.concat([tf.reshape(g, [-1]) for g in grads], 0)
+        n = max(1, min(self.cfg.num_groups, total))
         if n == 1:
-            return hvd.allreduce(flat, op=self.op, compression=self.compression,  # hvd:
+            flat = hvd.allreduce(flat, op=self.op, compression=self.compression,  # hvd:
                                  name="hvdscale.grads")
-        total = self.adapter.num_params
-        sizes = [total // n + (1 if i < total % n else 0) for i in range(n)]
-        parts = hvd.grouped_allreduce(tf.split(flat, sizes), op=self.op,  # hvd:
-                                      compression=self.compression, name="hvdscale.grads")
-        return tf.concat(parts, 0)
+        else:
+            sizes = [total // n + (1 if i < total % n else 0) for i in range(n)]
+            flat = tf.concat(hvd.grouped_allreduce(  # hvd:
+                tf.split(flat, sizes), op=self.op, compression=self.compression,
+                name="hvdscale.grads"), 0)
+        parts = tf.split(flat, [int(np.prod(g.shape)) for g in grads])
+        return [tf.reshape(p, g.shape) for p, g in zip(parts, grads, strict=True)]
 
-    def _global_tokens(self, own: float) -> float:
-        with self.communicating():
-            total = self.hvd.allreduce(tf.constant([own], tf.float64), op=self.hvd.Sum,  # hvd:
-                                       name="hvdscale.tokens")
-            return float(total.numpy()[0])
+    # --- the step ------------------------------------------------------------------------------
 
     def step(self, batch: Batch | None) -> float:
         t_start = time.time()
-        total = self._global_tokens(float(batch.loss_tokens) if batch is not None else 0.0)
-        if total == 0:  # no rank has a batch: no update, as one process would do
-            return 0.0
-        numerator = float(self.size) if self.cfg.op == "average" else 1.0
-        loss = 0.0
-        self.adapter.zero_grad()
-        t_bwd = time.time()  # forward and backward are one graph call here
-        if batch is None:
-            self.adapter.forward_backward(self._zero_batch, 0.0)  # zeros, same allreduces
-        else:
-            loss = self.adapter.forward_backward(batch, numerator / total)
-        t_bwd_end = time.time()
-        if self.cfg.overlap == "after-backward":
-            with self.communicating():
-                self.adapter.reduce_grads(self._reduce_flat)
-        self.adapter.step()
+        # op=average divides the summed gradients by size again: scale by size/total instead.
+        weight = float(self.size) if self.cfg.op == "average" else 1.0
+        # The watchdog sees this rank as waiting: its first op is the token count's allreduce,
+        # so a rank that never reaches its step leaves the others waiting in here, and that
+        # rank (outside the call, computing) is the one that names itself.
+        with self.communicating():
+            loss = self.adapter.reduced_step(batch, weight)  # hvd: one graph call, every collective
         if batch is not None:
-            self.timeline.mark(start=t_start, backward_start=t_bwd, backward_end=t_bwd_end,
-                               end=time.time())
+            # Forward, backward and the allreduces are one graph call: the backward marks are
+            # the call's bounds.
+            t_end = time.time()
+            self.timeline.mark(start=t_start, backward_start=t_start, backward_end=t_end,
+                               end=t_end)
         return loss
 
     def integration_info(self) -> dict[str, Any]:
@@ -133,5 +140,7 @@ class HorovodTF(HorovodBase):
             "embedding_grads": self.cfg.embedding_grads, "overlap": self.cfg.overlap,
             "num_groups": self.cfg.num_groups,
             "integration": ("DistributedGradientTape in a tf.function" if hooks
-                            else "one allreduce of the flat gradients after the train step"),
-            "compute_includes_allreduce": hooks}
+                            else "one allreduce of the flat gradients in the train step's "
+                            "tf.function"),
+            "one_graph_call_per_step": True,
+            "compute_includes_allreduce": True}
