@@ -31,6 +31,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     fu.add_argument("--overlap", default=DEFAULT_OVERLAPS, metavar="M,M",
                     help=f"overlap modes (default: {DEFAULT_OVERLAPS})")
     fu.add_argument("--repeats", type=int, default=3, help="interleaved rounds (default: 3)")
+    fu.add_argument("--strategy", choices=("horovod", "ddp"), default="horovod",
+                    help="horovod: fusion x cycle x overlap; ddp: PyTorch DDP's bucket_cap_mb "
+                    "(its fusion), the same paired recommendation (default: horovod)")
+    fu.add_argument("--bucket-cap-mb", default="1,5,25,100", metavar="B,B,...",
+                    help="with --strategy ddp: bucket sizes in MiB (default: 1,5,25,100)")
     common.add_out(fu, "results/fusion", "results directory (default: results/fusion)")
     common.add_launcher(fu)
     common.add_hostfile(fu)
@@ -53,6 +58,8 @@ def handle(args: argparse.Namespace) -> int:
     """Plan (all input checked), run or resume the fusion sweep, print table and advice."""
     from hvdscale.study import fusion, fusion_report
 
+    if args.strategy == "ddp":
+        return _handle_ddp(args)
     grid = fusion.FusionGrid(args.np, args.threshold_mb, args.cycle_ms, args.overlap,
                              args.repeats, args.timeline_steps, autotune=not args.no_autotune,
                              independent=not args.no_independent)
@@ -84,3 +91,24 @@ def handle(args: argparse.Namespace) -> int:
             f"{spec.sweep.out / 'logs'})")
         return 1
     return 0
+
+
+def _handle_ddp(args: argparse.Namespace) -> int:
+    """``--strategy ddp``: the bucket-size sweep (``hvdscale.study.fusion_ddp``)."""
+    from hvdscale.study import fusion_ddp
+    from hvdscale.study.sweep import SweepRequest
+
+    req = SweepRequest(args.config, [args.np], ["ddp"], launcher=args.launcher,
+                       hostfile=args.hostfile, out=args.out, overrides=args.set,
+                       timeout_s=args.timeout)
+    spec = fusion_ddp.plan_buckets(args.config, args.np, args.bucket_cap_mb, args.repeats, req,
+                                   independent=not args.no_independent)
+    say = functools.partial(print, flush=True)
+    if args.dry_run:
+        for mb, p in fusion_ddp.points(spec):
+            say(f"[{p.index}] {fusion_ddp.label(mb)}: " + " ".join(f"--set {x}" for x in p.sets))
+        return 0
+    res = fusion_ddp.run_buckets(spec, say)
+    title = f"DDP bucket sweep: {Path(args.config).name} at np={spec.np}"
+    print(fusion_ddp.write_outputs(res, spec.sweep.out, title), end="", flush=True)
+    return 1 if any(r["repeats"] < spec.repeats for r in res["table"]) else 0

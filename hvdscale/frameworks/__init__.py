@@ -10,8 +10,9 @@ framework provides every hook):
    a ``horovod`` module (a ``hvdscale.strategies.horovod.HorovodBase`` subclass and the
    ``hvdscale.core.world.HorovodCollectives`` of the framework's Horovod integration), and the
    module-level hooks of ``hvdscale.frameworks.base.Framework`` in the package's ``__init__``,
-   a ``gemm`` module (``backend(threads)``: the RNN GEMMs for ``hvdscale gemm``) and a
-   ``profile`` module (``profile_steps``: op and kernel counts for ``hvdscale profile``);
+   a ``gemm`` module (``backend(threads)``: the RNN GEMMs for ``hvdscale gemm``), a
+   ``profile`` module (``profile_steps``: op and kernel counts for ``hvdscale profile``) and
+   the framework's own data parallelism (``NATIVE_STRATEGY``, ``make_native_strategy``);
 2. ``models/<name>/``: the seq2seq and LM models with the shared parameter order;
 3. one entry in ``hvdscale.registry.LIBRARIES`` (its name and the library it imports).
 """

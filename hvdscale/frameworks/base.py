@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from hvdscale.config import HorovodConfig
+from hvdscale.config import HorovodConfig, StrategyConfig
 from hvdscale.core.device import Placement
 from hvdscale.core.world import HorovodCollectives
 from hvdscale.strategies.base import Adapter, Strategy
@@ -30,6 +30,15 @@ class Framework(Protocol):
     HorovodStrategy: Callable[[HorovodConfig], Strategy]
     """The Horovod strategy class, built on the framework's own Horovod integration;
     ``hvdscale.strategies.make_strategy`` builds it for ``strategy.name=horovod``."""
+
+    NATIVE_STRATEGY: str
+    """The framework's own data-parallel strategy's name in ``config.STRATEGIES`` (``ddp`` for
+    PyTorch, ``mwms`` for TensorFlow)."""
+
+    def make_native_strategy(self, cfg: StrategyConfig, world: object) -> Strategy:
+        """The framework's own data-parallel strategy (``NATIVE_STRATEGY``) for ``cfg`` on the
+        harness's ``world``; ``hvdscale.strategies.make_strategy`` builds it by name."""
+        ...
 
     def set_threads(self, intra: int, inter: int) -> None:
         """Size the framework's intra-op and inter-op thread pools, before its first op."""

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.config import STRATEGIES, RunConfig, check_launch, load_config, to_dict
+from hvdscale.config.strategy import NATIVE_FRAMEWORK
 from hvdscale.core import data
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.experiment import same_point
@@ -214,19 +215,18 @@ def plan_sweep(req: SweepRequest, env: Mapping[str, str] | None = None,
         fws = [load_config(cfg_path, list(req.overrides)).framework]
     else:
         fws = parse_frameworks(_joined(req.frameworks))
+    pairs = [(f, s) for f in fws for s in names if len(fws) == 1 or NATIVE_FRAMEWORK.get(s, f) == f]
     cfgs = {(f, s): load_config(cfg_path, [*req.overrides, f"framework={f}",
                                            f"strategy.name={s}"])
-            for f in fws for s in names}
+            for f, s in pairs}
     hosts = place_ranks(req.launcher, max(nps), req.hostfile, env)
     extra = split_launcher_args(req.launcher_args)
     _check_points(cfgs, nps)
     if check_out:
         check_writable(req.out)
-    points = []
-    for n in nps:  # every point at one rank count, smallest first: baselines come first
-        for f in fws:
-            for s in names:
-                points.append(Point(len(points) + 1, s, n, cfgs[f, s]))
+    # Every point at one rank count, smallest first: baselines come first.
+    points = [Point(i, s, n, cfgs[f, s])
+              for i, (n, (f, s)) in enumerate(((n, fs) for n in nps for fs in pairs), 1)]
     return SweepSpec(config=cfg_path.resolve(), overrides=tuple(req.overrides),
                      points=tuple(points), launcher=req.launcher, out=Path(req.out).resolve(),
                      hostfile=hosts, network_interfaces=req.network_interfaces,

@@ -15,9 +15,10 @@ import io
 import json
 
 from hvdscale.records.experiment import experiment_id, series_label
+from hvdscale.study.native_tables import horovod_vs_native
 from hvdscale.study.points import Experiment, Point
 
-STRATEGY_ORDER = {"independent": 0, "horovod": 1, "ps": 2}
+STRATEGY_ORDER = {"independent": 0, "horovod": 1, "ddp": 2, "mwms": 2, "ps": 3}
 MODE_LABELS = {"aligned": " (ranks aligned on one bucket per step)",
                "global": " (one global batch per step from one bucket, split across ranks by "
                          "padded slots)"}
@@ -118,6 +119,7 @@ def markdown(experiments: dict[str, Experiment]) -> str:
                 buf.write("\n(no 1-worker run recorded: speedup cannot be computed)\n")
             buf.write("\n")
         buf.write(side_by_side(exp.series, order))
+        buf.write(horovod_vs_native(exp.series, order))
         buf.write(padding_and_idle(exp.series, order))
     return buf.getvalue()
 

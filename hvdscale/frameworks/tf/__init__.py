@@ -17,10 +17,12 @@ from hvdscale.frameworks.tf.adapter import (
 )
 from hvdscale.frameworks.tf.horovod import HOROVOD, HorovodTF
 from hvdscale.frameworks.tf.horovod import HorovodTF as HorovodStrategy
+from hvdscale.frameworks.tf.mwms import NATIVE_STRATEGY, make_native_strategy
 
 __all__ = [
     "FRAMEWORK",
     "HOROVOD",
+    "NATIVE_STRATEGY",
     "HorovodStrategy",
     "HorovodTF",
     "TFAdapter",
@@ -28,6 +30,7 @@ __all__ = [
     "gpu_count",
     "gpu_provenance",
     "make_adapter",
+    "make_native_strategy",
     "set_threads",
     "tensor_sizes",
     "use_device",

@@ -1,4 +1,5 @@
-"""PyTorch: the adapter, Horovod's PyTorch integration, the GEMM backend and the profiler.
+"""PyTorch: the adapter, Horovod's PyTorch integration, DDP (PyTorch's own data parallelism),
+the GEMM backend and the profiler.
 
 The framework hooks (``hvdscale.frameworks.base.Framework``) are this package's names; importing
 it imports torch, never tensorflow.
@@ -16,12 +17,15 @@ from hvdscale.frameworks.torch.adapter import (
     tensor_sizes,
     use_device,
 )
+from hvdscale.frameworks.torch.ddp import NATIVE_STRATEGY, DDPStrategy, make_native_strategy
 from hvdscale.frameworks.torch.horovod import HOROVOD, HorovodTorch
 from hvdscale.frameworks.torch.horovod import HorovodTorch as HorovodStrategy
 
 __all__ = [
     "FRAMEWORK",
     "HOROVOD",
+    "NATIVE_STRATEGY",
+    "DDPStrategy",
     "HorovodStrategy",
     "HorovodTorch",
     "ShardOptimizer",
@@ -29,6 +33,7 @@ __all__ = [
     "gpu_count",
     "gpu_provenance",
     "make_adapter",
+    "make_native_strategy",
     "make_optimizer",
     "set_threads",
     "tensor_sizes",

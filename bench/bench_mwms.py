@@ -1,0 +1,121 @@
+"""Horovod or TensorFlow's own MultiWorkerMirroredStrategy for the TF model on this machine:
+words/s, efficiency against independent replicas, and the paired ratio mwms / horovod at np=N.
+
+Every round runs each variant once with ``mpirun -np N hvdscale run CONFIG --set framework=tf``
+(the order rotated per round: interleaved, paired rounds), recording the 1-minute load before
+and after every run. Reported from the raw result alone (``--render``): median words/s and step
+time per variant, the per-round efficiency against the same round's independent replicas, and
+the per-round ratios mwms / horovod with their spread (min-max).
+
+    python bench/bench_mwms.py --np 2 --rounds 5 --json bench/results/mwms.json
+    python bench/bench_mwms.py --render bench/results/mwms.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from emit import emit  # bench/ is on sys.path when a script runs
+
+ROOT = Path(__file__).resolve().parents[1]
+VARIANTS = {"independent": ("strategy.name=independent",),
+            "horovod": ("strategy.name=horovod",),
+            "mwms": ("strategy.name=mwms",)}
+"""Variant -> its ``--set`` overrides (on top of ``framework=tf``)."""
+PAIRS = (("mwms", "horovod"), ("horovod", "independent"), ("mwms", "independent"))
+
+
+def run_once(config: str, np_: int, sets: tuple[str, ...], out: str) -> dict:
+    """One ``mpirun -np N hvdscale run`` of the TF model; its figures and the load around it."""
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "TF_CPP_MIN_LOG_LEVEL": "2"}
+    cmd = ["mpirun", "-np", str(np_), sys.executable, "-m", "hvdscale", "run", config,
+           "--out", out, "--quiet", "--set", "framework=tf",
+           *[x for s in sets for x in ("--set", s)]]
+    before = os.getloadavg()
+    t0 = time.monotonic()
+    subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True, text=True,
+                   timeout=600)
+    wall = time.monotonic() - t0
+    rec = json.loads(Path(out, "results.jsonl").read_text().splitlines()[-1])
+    return {"words_per_s": rec["words_per_s"], "step_ms": rec["step_time"]["median"] * 1e3,
+            "wall_s": wall, "strategy": rec["strategy"].get("name"),
+            "load_before": list(before), "load_after": list(os.getloadavg())}
+
+
+def measure(args: argparse.Namespace) -> dict:
+    """``args.rounds`` rounds of every variant, the order rotated each round."""
+    names = list(VARIANTS)
+    runs: dict[str, list[dict]] = {v: [] for v in names}
+    with tempfile.TemporaryDirectory() as out:
+        for r in range(args.rounds):
+            for v in names[r % len(names):] + names[: r % len(names)]:
+                runs[v].append(run_once(args.config, args.np, (*VARIANTS[v], *args.set), out))
+                print(f"round {r + 1}/{args.rounds} {v:12s} "
+                      f"{runs[v][-1]['words_per_s']:.0f} words/s", file=sys.stderr, flush=True)
+    return {"bench": "mwms", "config": args.config, "np": args.np, "rounds": args.rounds,
+            "set": args.set, "variants": {v: list(s) for v, s in VARIANTS.items()},
+            "runs": runs}
+
+
+def paired(a: list[float], b: list[float]) -> dict:
+    """Per-round ratios a / b: median, min, max and count."""
+    r = [x / y for x, y in zip(a, b, strict=True)]
+    return {"median": statistics.median(r), "min": min(r), "max": max(r), "n": len(r)}
+
+
+def _wps(runs: list[dict]) -> list[float]:
+    return [r["words_per_s"] for r in runs]
+
+
+def render(res: dict) -> str:
+    """The BENCHMARKS.md table and ratios, computed from the raw result alone."""
+    runs = res["runs"]
+    ind = _wps(runs["independent"])
+    lines = [f"{res['config']}, framework=tf, np={res['np']}, {res['rounds']} interleaved "
+             f"rounds; max 1-minute load {res.get('load_1min_max', float('nan')):.1f}, "
+             f"quiet={res.get('quiet')}.", "",
+             "|Strategy|Words/s (median)|Step (ms, median)|Efficiency vs independent (%)|",
+             "|:--|--:|--:|--:|"]
+    for v, rs in runs.items():
+        eff = paired(_wps(rs), ind)
+        lines.append(f"|{v}|{statistics.median(_wps(rs)):.0f}|"
+                     f"{statistics.median(r['step_ms'] for r in rs):.1f}|"
+                     f"{100 * eff['median']:.1f}|")
+    lines.append("")
+    for a, b in PAIRS:
+        p = paired(_wps(runs[a]), _wps(runs[b]))
+        lines.append(f"- {a} / {b}: x{p['median']:.3f} (rounds {p['min']:.3f}-{p['max']:.3f}, "
+                     f"n={p['n']})")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", default="configs/demo.yaml")
+    ap.add_argument("--np", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--set", action="append", default=[], help="applied to every run")
+    ap.add_argument("--json", default="")
+    ap.add_argument("--render", default="", metavar="RAW.json")
+    args = ap.parse_args()
+    if args.render:
+        print(render(json.loads(Path(args.render).read_text())), end="")
+        return 0
+    t0 = time.monotonic()
+    res = measure(args)
+    res["wall_s"] = time.monotonic() - t0
+    print(render(emit(res, args.json)), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

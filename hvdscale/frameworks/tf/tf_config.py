@@ -1,0 +1,73 @@
+"""TF_CONFIG for ``MultiWorkerMirroredStrategy``, built from the launcher's ranks and hosts.
+
+TensorFlow's collectives need every worker's gRPC address before the first one starts. The
+launcher (mpirun, srun) already made the ranks, so each rank picks its own port on its own host
+and the addresses are agreed over the harness's MPI world: nobody writes TF_CONFIG by hand.
+A TF_CONFIG the user exported wins, after a check that it describes this job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from typing import Any
+
+from hvdscale.errors import ConfigError
+
+LOOPBACK = "127.0.0.1"
+
+
+def free_port() -> int:
+    """A TCP port free on this host now (the OS picks it; released for TF's server to take)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+def worker_addresses(hosts: list[str], ports: list[int]) -> list[str]:
+    """``host:port`` of each rank; one host only: the loopback address (no name lookup)."""
+    single = len(set(hosts)) == 1
+    return [f"{LOOPBACK if single else h}:{p}" for h, p in zip(hosts, ports, strict=True)]
+
+
+def build_tf_config(addresses: list[str], rank: int) -> dict[str, Any]:
+    """The TF_CONFIG of rank ``rank`` in a cluster of ``addresses`` (one worker per rank)."""
+    return {"cluster": {"worker": list(addresses)}, "task": {"type": "worker", "index": rank}}
+
+
+def check_user_tf_config(text: str, rank: int, size: int) -> dict[str, Any]:
+    """Parse a user-exported TF_CONFIG; it must list ``size`` workers and make this rank
+    worker ``rank`` (MWMS ranks are the launcher's ranks)."""
+    try:
+        conf = json.loads(text)
+        workers = conf["cluster"]["worker"]
+        task = conf["task"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"TF_CONFIG is not a cluster with workers and a task ({e})") from None
+    if len(workers) != size or task.get("type") != "worker" or task.get("index") != rank:
+        raise ConfigError(f"TF_CONFIG lists {len(workers)} workers and task {task} on rank "
+                          f"{rank}; this launch has {size} ranks: each rank must be the worker "
+                          "of its own index (or unset TF_CONFIG to have it built)")
+    return conf
+
+
+def agree_tf_config(world: Any, port: int) -> dict[str, Any]:
+    """Export TF_CONFIG for this rank of ``world`` (an MPI world) and return it.
+
+    Args:
+        world: the harness world (``rank``, ``size``, ``local_rank``, ``allgather``).
+        port: 0: every rank takes a free port on its host; N > 0: local rank r takes N + r.
+
+    Every rank takes part in the gather, also when the user's TF_CONFIG wins, so no rank waits
+    for another that skipped it.
+    """
+    own = free_port() if port == 0 else port + world.local_rank  # hvd: this worker's server
+    everyone = world.allgather((socket.gethostname(), own))  # hvd: addresses agreed over MPI
+    user = os.environ.get("TF_CONFIG", "")
+    if user.strip():
+        return check_user_tf_config(user, world.rank, world.size)
+    conf = build_tf_config(worker_addresses([h for h, _ in everyone], [p for _, p in everyone]),
+                           world.rank)
+    os.environ["TF_CONFIG"] = json.dumps(conf)  # hvd: read by MWMS's cluster resolver
+    return conf

@@ -1,0 +1,43 @@
+"""The report's answer to "Horovod or the framework's own data parallelism?": per framework and
+RNN implementation, Horovod's words/s over DDP's (PyTorch) or MWMS's (TensorFlow) at each rank
+count both were measured at, from the points' medians (the repeats' spread is in each series'
+own table; ``bench/bench_ddp.py`` measures the paired ratio with its spread)."""
+
+from __future__ import annotations
+
+from hvdscale.study.points import Point
+
+NATIVE = {"torch": "ddp", "tf": "mwms"}
+"""Each framework's own data-parallel strategy, as series labels name it."""
+
+
+def _base(strategy: str) -> str:
+    """``ddp (bucket_cap_mb=4)`` -> ``ddp``."""
+    return strategy.split(" ")[0].split("-")[0]
+
+
+def horovod_vs_native(series: dict[str, list[Point]], order: list[str]) -> str:
+    """Rows of Horovod series against the framework's own series with the same implementation:
+    words/s of each and the ratio horovod / native, per rank count (empty without such pairs).
+    """
+    rows = []
+    for h_label in order:
+        fw, impl, h = h_label.split(" / ", 2)
+        if _base(h) != "horovod" or fw not in NATIVE:
+            continue
+        for n_label in order:
+            fw2, impl2, nat = n_label.split(" / ", 2)
+            if (fw2, impl2) != (fw, impl) or _base(nat) != NATIVE[fw]:
+                continue
+            mine = {p.ranks: p for p in series[h_label]}
+            theirs = {p.ranks: p for p in series[n_label]}
+            for ranks in sorted(set(mine) & set(theirs)):
+                a, b = mine[ranks].words_per_s, theirs[ranks].words_per_s
+                rows.append(f"|{fw}|{impl}|{h}|{nat}|{ranks}|{a:.1f}|{b:.1f}|{a / b:.3f}|")
+    if not rows:
+        return ""
+    head = ["### Horovod or the framework's own data parallelism\n",
+            "Ratio above 1: Horovod is faster on this model and machine.\n",
+            "|Framework|RNN impl|Horovod|Framework's own|Ranks|Horovod words/s|"
+            "Own words/s|Horovod / own|", "|:--|:--|:--|:--|:--|:--|:--|:--|"]
+    return "\n".join(head + rows) + "\n\n"

@@ -1,0 +1,64 @@
+"""A whole MWMS run on every rank (the runner, in this process): it trains, records, never imports
+torch and never starts Horovod; and what MWMS cannot do in one process is refused clearly."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+
+import pytest
+
+from hvdscale.config import load_config
+from hvdscale.config.strategy import MWMSConfig
+from hvdscale.errors import ConfigError
+
+
+def _loaded(prefix: str) -> list[str]:
+    return sorted(m for m in sys.modules if m == prefix or m.startswith(prefix + "."))
+
+
+@pytest.mark.np3
+def test_mwms_run_records_and_never_loads_torch_or_horovod(comm_world) -> None:
+    from hvdscale.train.runner import run
+
+    out = comm_world.bcast(tempfile.mkdtemp(prefix="hvdscale-mwms-") if comm_world.rank == 0
+                           else None)
+    cfg = load_config("configs/demo.yaml", [
+        "framework=tf", "strategy.name=mwms", "measure.warmup_steps=1", "measure.steps=3",
+        "data.synthetic.sentences_per_rank=64"])
+    record = run(cfg, out)
+    if comm_world.rank == 0:
+        assert record is not None and record["status"] == "ok"
+        assert record["strategy"]["name"] == "mwms"
+        assert record["strategy"]["replicas_in_sync"] == comm_world.size
+        assert len(record["strategy"]["workers"]) == comm_world.size
+        assert record["launcher_backend"] == "mpi"
+    # Checked on every rank: MWMS is TensorFlow's own; neither torch nor Horovod is touched.
+    assert _loaded("torch") == []
+    assert _loaded("horovod") == []
+
+
+def test_other_mwms_settings_in_the_same_process_are_refused(comm_world) -> None:
+    from hvdscale.frameworks.tf.mwms import native
+
+    # The session's MWMS has the defaults (conftest); TensorFlow configures its collectives
+    # once per process, so other settings cannot take effect here and must not pass silently.
+    with pytest.raises(ConfigError, match="once per process; run these settings in a new process"):
+        native(MWMSConfig(communication="ring"), comm_world)
+    native(MWMSConfig(), comm_world)  # the same settings: the same strategy
+
+
+def test_nccl_without_a_gpu_is_refused(comm_world) -> None:
+    import tensorflow as tf
+
+    import hvdscale.frameworks.tf.mwms as mwms
+
+    if tf.config.get_visible_devices("GPU"):
+        pytest.skip("this rank sees a GPU: NCCL is allowed here")
+    saved = dict(mwms._NATIVE)
+    mwms._NATIVE.clear()  # as in a fresh process, where the checks run before MWMS is made
+    try:
+        with pytest.raises(ConfigError, match="communication=nccl needs a GPU"):
+            mwms.native(MWMSConfig(communication="nccl"), comm_world)
+    finally:
+        mwms._NATIVE.update(saved)
