@@ -38,4 +38,12 @@ class ModelSizes:
                    model.attention)
 
 
-__all__ = ["ModelSizes"]
+EMBEDDING_INPUTS: dict[str, dict[str, str]] = {
+    "nmt": {"src_embed.weight": "src", "tgt_embed.weight": "tgt_in"},
+    "lm": {"embed.weight": "src"},
+}
+"""Per model kind, each embedding table's parameter name (the same in both frameworks) and the
+batch field whose token ids it looks up: a step's gradient is nonzero only in those rows."""
+
+
+__all__ = ["EMBEDDING_INPUTS", "ModelSizes"]

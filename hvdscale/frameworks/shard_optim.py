@@ -30,6 +30,9 @@ class NumpyShardOptimizer:
         self.cfg = cfg
         self.grad = np.zeros_like(shard)
         self.t = 0
+        # Plain SGD leaves a zero-gradient element unchanged (p - lr * 0 == p); momentum and
+        # Adam move it through their state.
+        self.keeps_zero_grad_rows = cfg.name == "sgd"
         self.buf = np.zeros_like(shard) if cfg.name == "momentum" else None
         if cfg.name == "adam":
             self.m = np.zeros_like(shard)

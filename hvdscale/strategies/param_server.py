@@ -14,6 +14,12 @@ proceed at the same time. Written once against ``frameworks.base.Adapter`` for b
 
 Placements: ``colocated``: every rank computes, ranks 0..S-1 also serve. ``dedicated``: ranks
 0..S-1 only serve; ranks S.. compute.
+
+Sparse embeddings (``sparse_embeddings`` auto/on): shard boundaries are moved to row boundaries
+of the embedding tables (a large table spreads over servers by rows; the record lists each
+server's rows), and the step is ``sparse_exchange.SparseExchange``'s: embedding gradients go as
+(unique row ids, summed rows), the server merges them and updates densely (exact for every
+optimizer), and with plain SGD pulls carry only the changed rows.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ import numpy as np
 from hvdscale.config import PSConfig
 from hvdscale.core.data import Batch
 from hvdscale.strategies.base import Adapter, Strategy
+from hvdscale.strategies.sparse_exchange import SparseExchange, agree
+from hvdscale.strategies.sparse_rows import align_bounds, check_tables, row_ranges
 
 GRAD_TAG, TOKENS_TAG, PARAM_TAG = 101, 102, 103
 
@@ -69,6 +77,11 @@ class ParameterServer(Strategy):
         self.params = adapter.params_buffer()
         self.grads = adapter.grads_buffer()
         self.shards = partition(self.params.size, len(self.servers))
+        self.sparse: SparseExchange | None = None
+        self.tables = adapter.embedding_tables() if self.cfg.sparse_embeddings != "off" else []
+        if self.tables:
+            check_tables(self.tables, self.params.size)
+            self.shards = align_bounds(self.shards, self.tables)
         if self.serves:
             lo, hi = self.shards[self.rank]
             # The server's own copy of its shard: it owns these values and their optimizer
@@ -78,6 +91,12 @@ class ParameterServer(Strategy):
             self.recv = np.empty((self.num_workers, hi - lo), dtype=self.params.dtype)
             self.tokens_in = np.zeros((self.num_workers, 1), dtype=np.float64)
         self.tokens_out = np.zeros(1, dtype=np.float64)
+        if self.tables:
+            # Every rank knows the optimizer kind: a serve-only rank tells the workers by
+            # example (rank 0 always serves, so its shard optimizer decides for all).
+            keeps = bool(self.opt.keeps_zero_grad_rows) if self.rank == 0 else False
+            keeps = self.comm.bcast(keeps, root=0)  # hvd:
+            self.sparse = SparseExchange(self, self.tables, self.cfg.sparse_embeddings, keeps)
         # Initial pull: every worker starts from the servers' parameters.
         self._exchange(push=False)
         if self.computes:
@@ -118,8 +137,34 @@ class ParameterServer(Strategy):
             self.MPI.Request.Waitall(self._server_push_params())
         self.MPI.Request.Waitall(worker_reqs)
 
+    def _sparse_exchange(self, touched: list[np.ndarray]) -> None:
+        """One round with sparse embedding gradients (``SparseExchange``)."""
+        sx = self.sparse
+        assert sx is not None
+        sends, problems = sx.push(touched, self.tokens_out) if self.computes else ([], [])
+        if self.serves:
+            pushes, found = sx.receive()
+            problems += found
+        self.MPI.Request.Waitall([r for r, _ in sends])
+        agree(self.comm, problems)
+        replies: list[Any] = []
+        if self.serves:
+            t = time.perf_counter()
+            sx.count_push(pushes)
+            unions = sx.merge(pushes)
+            total_tokens = float(self.tokens_in.sum())
+            if total_tokens > 0:  # as the dense path: no tokens anywhere, no update
+                self.opt.grad /= total_tokens
+                self.opt.step()
+            self.server_compute_times.append(time.perf_counter() - t)
+            replies = sx.send_params(unions)
+        if self.computes:
+            sx.pull()
+        self.MPI.Request.Waitall([r for r, _ in replies])
+
     def step(self, batch: Batch | None) -> float:
         loss = 0.0
+        touched: list[np.ndarray] = []
         if self.computes:
             # A worker without a batch pushes zero gradients and zero tokens: exact.
             self.adapter.zero_grad()
@@ -127,9 +172,16 @@ class ParameterServer(Strategy):
                 loss = self.adapter.forward_backward(batch, 1.0)
             self.tokens_out[0] = batch.loss_tokens if batch is not None else 0
             self.grads = self.adapter.grads_buffer()  # same array; refreshed where copied
+            if self.sparse is not None:
+                empty = np.empty(0, dtype=np.int64)
+                touched = self.adapter.touched_rows(batch) if batch is not None \
+                    else [empty for _ in self.tables]
         t = time.perf_counter()
         with self.communicating():
-            self._exchange(push=True)
+            if self.sparse is not None:
+                self._sparse_exchange(touched)
+            else:
+                self._exchange(push=True)
         self.comm_times.append(time.perf_counter() - t)
         if self.computes:
             self.adapter.params_changed()
@@ -144,4 +196,36 @@ class ParameterServer(Strategy):
                 "bytes_per_server": [(hi - lo) * itemsize for lo, hi in self.shards],
                 "comm_time_median_s": float(np.median(ct)),
                 "server_update_median_s": float(np.median(self.server_compute_times))
-                if self.server_compute_times else None}
+                if self.server_compute_times else None,
+                "shards": [list(b) for b in self.shards],
+                "sparse_embeddings": self._sparse_info()}
+
+    def finish(self) -> None:
+        # Every server's byte counts, summed on every rank for the record (all call finish).
+        stats = self.sparse.stats if self.sparse is not None and self.serves else None
+        everyone = self.comm.allgather(stats)  # hvd:
+        if self.sparse is not None:
+            self.sparse_totals = {k: sum(st[k] for st in everyone if st is not None)
+                                  for k in self.sparse.stats}
+            self.sparse_totals["steps"] = everyone[0]["steps"]  # rank 0 always serves
+
+    def _sparse_info(self) -> dict[str, Any]:
+        """The record's sparse-merging facts: the mode, the rule, who owns which rows, and
+        the bytes per step pushed and pulled against what dense transfers would have taken."""
+        if self.sparse is None:
+            return {"mode": self.cfg.sparse_embeddings, "active": False}
+        from hvdscale.strategies.sparse_rows import AUTO_MAX_SHARE
+
+        tot = getattr(self, "sparse_totals", self.sparse.stats)
+        steps = max(1, tot["steps"])
+        per = {k: tot[k] / steps for k in ("push_bytes", "dense_push_bytes", "pull_bytes",
+                                            "dense_pull_bytes")}
+        return {"mode": self.cfg.sparse_embeddings, "active": True,
+                "rule": f"sparse when ids + rows <= {AUTO_MAX_SHARE} x dense bytes "
+                        "(auto; on: always)",
+                "tables": [vars(t) for t in self.tables],
+                "row_ranges": row_ranges(self.shards, self.tables),
+                "pull": "changed rows (plain SGD)" if self.sparse.sparse_pull else "all rows",
+                "bytes_per_step": per, "choices": {k: tot[k] for k in (
+                    "sparse_pushes", "dense_pushes", "sparse_pulls", "dense_pulls")},
+                "steps": tot["steps"]}

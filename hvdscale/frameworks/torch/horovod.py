@@ -19,6 +19,7 @@ import torch
 from hvdscale.config import HorovodConfig
 from hvdscale.core.data import Batch
 from hvdscale.frameworks.torch.adapter import TorchAdapter
+from hvdscale.frameworks.torch.sparse import SparseEmbeddingGrads
 from hvdscale.strategies.horovod import HorovodBase
 
 
@@ -77,6 +78,10 @@ class HorovodTorch(HorovodBase):
             hvd.broadcast_optimizer_state(opt, root_rank=0)  # hvd:
             adapter.restore_grad_views()
             self.state_broadcast = True
+        self.sparse: SparseEmbeddingGrads | None = None
+        if self.cfg.embedding_grads == "gathered":
+            self.sparse = SparseEmbeddingGrads(adapter)
+            self.sparse.check(self.cfg.compression, self.cfg.overlap, self.cfg.num_groups)
         if self.cfg.overlap == "hooks":
             self.optimizer = hvd.DistributedOptimizer(  # hvd:
                 opt, named_parameters=model.named_parameters(), compression=self.compression,
@@ -85,7 +90,8 @@ class HorovodTorch(HorovodBase):
             self.optimizer = opt
             # Views into the flat buffer: the allreduce works in place, no copies.
             n = max(1, min(self.cfg.num_groups, adapter.num_params))
-            self.slices = list(torch.tensor_split(adapter.flat_grads, n))
+            self.slices = list(torch.tensor_split(adapter.flat_grads, n)) if self.sparse is None \
+                else self.sparse.dense_slices(n)  # gathered: the embeddings go apart
         self.size = hvd.size()
 
     def step(self, batch: Batch | None) -> float:
@@ -106,6 +112,8 @@ class HorovodTorch(HorovodBase):
             return factor
 
         self.adapter.zero_grad()
+        if self.sparse is not None:
+            self.sparse.clear()
         loss = self.adapter.forward_backward(batch, scale)
         t_bwd_end = time.time()
         self._update()
@@ -130,7 +138,17 @@ class HorovodTorch(HorovodBase):
         """Wait for (or run) the gradient allreduce, then update."""
         with self.communicating():
             if self.cfg.overlap == "after-backward":
+                handles = self.sparse.reduce_async(self.hvd, self.op) if self.sparse else None
                 self._allreduce_flat()
+                if self.sparse is not None:
+                    self.sparse.finish(handles)
+            elif self.sparse is not None:
+                # gathered: the reduced sparse rows go into the flat views before the step
+                self.optimizer.synchronize()  # hvd:
+                self.sparse.finish()
+                with self.optimizer.skip_synchronize():  # hvd:
+                    self.optimizer.step()
+                return
             self.optimizer.step()  # hvd: (hooks: DistributedOptimizer waits for the hooks' work)
         if self.cfg.compression != "none":
             # Decompression swaps each .grad's storage (grad.set_) for the decompressed tensor;
@@ -149,6 +167,8 @@ class HorovodTorch(HorovodBase):
         with self.communicating():
             total = float(self.hvd.synchronize(tokens_handle))  # hvd:
         self.adapter.zero_grad()
+        if self.sparse is not None:
+            self.sparse.empty()  # zero rows to gather, under the same names
         if total > 0:  # all ranks see the same total: with no batch anywhere, all skip
             if self.cfg.overlap == "hooks":
                 for group in self.optimizer.param_groups:
@@ -164,4 +184,4 @@ class HorovodTorch(HorovodBase):
             "optimizer_state_broadcast": self.state_broadcast,
             "integration": ("DistributedOptimizer (gradient hooks)" if self.cfg.overlap == "hooks"
                             else "one allreduce of the flat gradient buffer after backward"),
-            "embedding_grads": "dense (nn.Embedding gradients are dense)"}
+            "embedding_grads": self.cfg.embedding_grads}

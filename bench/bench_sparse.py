@@ -1,0 +1,148 @@
+"""Sparse embedding-gradient merging at a realistic vocabulary (issue 25), in paired rounds.
+
+Each round runs every variant once, in an order rotated round by round, as
+``mpirun -np 2 python -m hvdscale run configs/bigvocab_<fw>.yaml --set ...``: the parameter
+server dense / sparse / auto (colocated), dense / sparse (dedicated server), Horovod dense /
+gathered. Bytes per step come from the run's record (the parameter server counts what it
+received and sent) or, for Horovod, from the touched rows measured on the data
+(``hvdscale.study.sparse_bytes``); words/s from the record. Within a round each sparse variant is
+divided by its dense twin, and ``auto`` by the better fixed setting of that round; medians and
+min-max spreads over rounds are reported with the 1-minute load before and after every run.
+
+    python bench/bench_sparse.py --rounds 2 --json bench/results/sparse.json
+    python bench/bench_sparse.py --render bench/results/sparse.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from emit import emit  # bench/ is on sys.path when a script runs
+
+ROOT = Path(__file__).resolve().parents[1]
+VARIANTS = {
+    "ps-colocated-dense": ["strategy.name=ps", "strategy.ps.sparse_embeddings=off"],
+    "ps-colocated-sparse": ["strategy.name=ps", "strategy.ps.sparse_embeddings=on"],
+    "ps-colocated-auto": ["strategy.name=ps", "strategy.ps.sparse_embeddings=auto"],
+    "ps-dedicated-dense": ["strategy.name=ps", "strategy.ps.placement=dedicated",
+                           "strategy.ps.sparse_embeddings=off"],
+    "ps-dedicated-sparse": ["strategy.name=ps", "strategy.ps.placement=dedicated",
+                            "strategy.ps.sparse_embeddings=on"],
+    "horovod-dense": ["strategy.name=horovod", "strategy.horovod.embedding_grads=dense"],
+    "horovod-gathered": ["strategy.name=horovod", "strategy.horovod.embedding_grads=gathered"],
+}
+PAIRS = [("ps-colocated-sparse", "ps-colocated-dense"), ("ps-dedicated-sparse",
+                                                         "ps-dedicated-dense"),
+         ("horovod-gathered", "horovod-dense")]
+
+
+def horovod_bytes(cfg_path: str, sets: list[str], np_: int) -> float:
+    """One rank's gradient bytes per step under Horovod (payload), from the measured rows."""
+    from hvdscale.config import load_config
+    from hvdscale.study.predict.inputs import gradient_bytes
+
+    return float(sum(gradient_bytes(load_config(cfg_path, sets))))
+
+
+def one_run(fw: str, name: str, args: argparse.Namespace, out: Path) -> dict:
+    """One run of a variant; its words/s, bytes per step and the load around it."""
+    cfg = str(ROOT / "configs" / f"bigvocab_{fw}.yaml")
+    sets = [*VARIANTS[name], f"measure.steps={args.steps}",
+            f"measure.warmup_steps={args.warmup}"]
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "TF_CPP_MIN_LOG_LEVEL": "2"}
+    cmd = ["mpirun", "-np", str(args.np), "--oversubscribe", sys.executable, "-m", "hvdscale",
+           "run", cfg, "--out", str(out), "--quiet", *(x for s in sets for x in ("--set", s))]
+    before = list(os.getloadavg())
+    subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True, text=True,
+                   timeout=900)
+    rec = json.loads((out / "results.jsonl").read_text().splitlines()[-1])
+    st = rec["strategy"]
+    if name.startswith("ps"):
+        sx = st.get("sparse_embeddings", {})
+        if sx.get("active"):
+            b = sx["bytes_per_step"]
+            nbytes = b["push_bytes"] + b["pull_bytes"]
+        else:  # dense: every worker pushes and pulls the whole model
+            nbytes = 2.0 * len(st["workers"]) * rec["model_params"] * 4
+    else:
+        nbytes = args.np * horovod_bytes(cfg, sets, args.np)
+    return {"words_per_s": rec["words_per_s"], "bytes_per_step": nbytes,
+            "choices": st.get("sparse_embeddings", {}).get("choices"),
+            "load_before": before, "load_after": list(os.getloadavg())}
+
+
+def rounds(fw: str, args: argparse.Namespace, scratch: Path) -> list[dict]:
+    """``args.rounds`` rounds of every variant, the order rotated each round."""
+    names = list(VARIANTS)
+    out = []
+    for r in range(args.rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        got = {n: one_run(fw, n, args, scratch / f"{fw}-{n}-{r}") for n in order}
+        ratios = {f"{a}/{b}": got[a]["words_per_s"] / got[b]["words_per_s"] for a, b in PAIRS}
+        best = max(got["ps-colocated-dense"]["words_per_s"],
+                   got["ps-colocated-sparse"]["words_per_s"])
+        ratios["auto/best-fixed"] = got["ps-colocated-auto"]["words_per_s"] / best
+        out.append({"round": r, "order": order, "runs": got, "ratios": ratios})
+        print(f"{fw} round {r}: " + ", ".join(f"{k} {v:.3f}" for k, v in ratios.items()),
+              file=sys.stderr)
+    return out
+
+
+def render(raw: dict) -> str:
+    """The markdown table for BENCHMARKS.md, from the raw result alone."""
+    lines = ["| framework | variant | bytes/step (MB) | words/s (median) | vs dense (median, "
+             "min-max) |", "|:--|:--|--:|--:|:--|"]
+    for fw, rs in raw["frameworks"].items():
+        twin = {a: f"{a}/{b}" for a, b in PAIRS}
+        twin["ps-colocated-auto"] = "auto/best-fixed"
+        for name in VARIANTS:
+            wps = [r["runs"][name]["words_per_s"] for r in rs]
+            mb = statistics.median(r["runs"][name]["bytes_per_step"] for r in rs) / 1e6
+            cell = ""
+            if name in twin:
+                q = [r["ratios"][twin[name]] for r in rs]
+                label = "vs best fixed" if name.endswith("auto") else ""
+                cell = f"{statistics.median(q):.3f} ({min(q):.3f}-{max(q):.3f}) {label}".strip()
+            lines.append(f"| {fw} | {name} | {mb:.1f} | {statistics.median(wps):.0f} | {cell} |")
+    lines.append(f"\nquiet: {raw['quiet']} (max 1-minute load {raw['load_max']:.2f}); "
+                 f"np={raw['np']}, {raw['rounds_per_framework']} rounds, "
+                 f"{raw['steps']} measured steps per run")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--frameworks", default="torch,tf")
+    ap.add_argument("--np", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--quiet-load", type=float, default=2.5)
+    ap.add_argument("--json", default="")
+    ap.add_argument("--render", default="", help="print the table of a raw JSON result")
+    args = ap.parse_args()
+    if args.render:
+        print(render(json.loads(Path(args.render).read_text())))
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        res = {fw: rounds(fw, args, Path(tmp)) for fw in args.frameworks.split(",")}
+    loads = [x[k][0] for rs in res.values() for r in rs for x in r["runs"].values()
+             for k in ("load_before", "load_after")]
+    raw = {"bench": "sparse", "np": args.np, "steps": args.steps, "warmup": args.warmup,
+           "rounds_per_framework": args.rounds, "frameworks": res, "load_max": max(loads),
+           "quiet": max(loads) <= args.quiet_load, "quiet_load": args.quiet_load}
+    emit(raw, args.json)
+    print(render(raw))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""The sparse-merging layout (row-aligned shards, segments, the auto rule), the adapters'
+embedding tables, and the config's auto|on|off (YAML's bare on/off included)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from hvdscale.config import load_config
+from hvdscale.frameworks.embeddings import EmbeddingRows
+from hvdscale.strategies.param_server import partition
+from hvdscale.strategies.sparse_rows import (
+    EmbeddingTable,
+    Segment,
+    align_bounds,
+    goes_sparse,
+    local_ids,
+    row_ranges,
+    segments,
+)
+
+TABLES = [EmbeddingTable("a", 0, 100, 8), EmbeddingTable("b", 800, 50, 8)]
+N = 800 + 400 + 333  # two tables, then 333 dense elements
+
+
+def test_aligned_shards_never_cut_a_row_and_spread_a_large_table() -> None:
+    for servers in (1, 2, 3, 5):
+        shards = align_bounds(partition(N, servers), TABLES)
+        assert shards[0][0] == 0 and shards[-1][1] == N
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(shards))
+        for lo, hi in shards:
+            for t in TABLES:
+                for cut in (lo, hi):
+                    if t.offset < cut < t.end:
+                        assert (cut - t.offset) % t.dim == 0
+            segs = segments(lo, hi, TABLES)
+            assert sum(s.hi - s.lo for s in segs) == hi - lo
+    owners = {r["server"] for r in row_ranges(align_bounds(partition(N, 3), TABLES), TABLES)
+              if r["table"] == "a"}
+    assert len(owners) >= 2, "a table larger than a shard spreads over servers"
+
+
+def test_local_ids_and_the_auto_rule() -> None:
+    seg = Segment(80, 800, 0, 10, 8)  # rows 10..99 of table a
+    assert list(local_ids(np.array([3, 10, 11, 99]), seg)) == [0, 1, 89]
+    # auto: sparse while k (8 + 4 d) <= 0.5 x 4 R d, R = 90, d = 8: k <= 36
+    assert goes_sparse("auto", 36, seg) and not goes_sparse("auto", 37, seg)
+    assert goes_sparse("on", 90, seg) and not goes_sparse("off", 0, seg)
+
+
+def test_embedding_tables_follow_the_flat_layout() -> None:
+    sizes = [("src_embed.weight", 50 * 4), ("tgt_embed.weight", 60 * 4), ("proj.weight", 10)]
+    rows = EmbeddingRows("nmt", sizes, 4)
+    assert [(t.name, t.offset, t.rows) for t in rows.tables] == \
+        [("src_embed.weight", 0, 50), ("tgt_embed.weight", 200, 60)]
+
+
+def test_sparse_embeddings_setting_reads_yaml_on_off(tmp_path) -> None:
+    f = tmp_path / "c.yaml"
+    for text, want in (("on", "on"), ("off", "off"), ("auto", "auto")):
+        f.write_text(f"strategy:\n  name: ps\n  ps:\n    sparse_embeddings: {text}\n")
+        assert load_config(str(f), []).strategy.ps.sparse_embeddings == want
