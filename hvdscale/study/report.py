@@ -23,6 +23,7 @@ from hvdscale.records.store import load_records
 from hvdscale.study.breakdown import section as why_not_better
 from hvdscale.study.plotting import write_atomic
 from hvdscale.study.points import collect
+from hvdscale.study.quality import plot_quality, quality_section
 from hvdscale.study.scaling_plot import plot_scaling
 from hvdscale.study.tables import failed_points, horovod_timelines, markdown, to_csv
 
@@ -91,14 +92,14 @@ def write_report(results: str | Path, out: str | Path | None = None, plot: bool 
     others = [rec for _, rec in loaded if rec.get("kind", "run") != "run"]
     records = check_records([(w, rec) for w, rec in loaded if rec.get("kind", "run") == "run"])
     exps = collect(records)
-    md = markdown(exps) + why_not_better(records)
+    md = markdown(exps) + why_not_better(records) + quality_section(records)
     md += failed_points(open_failures(records))
     md += horovod_timelines(records)
     md += kind_sections(others)
     out_dir = _output_dir(results, out)
     try:
         if plot:
-            files = plot_scaling(exps, out_dir)
+            files = plot_scaling(exps, out_dir) + plot_quality(records, out_dir)
             md += "Plots: " + ", ".join(str(f) for f in files) + "\n"
         write_atomic(out_dir / "report.md", md.encode())
         write_atomic(out_dir / "report.csv", to_csv(exps).encode())

@@ -1,0 +1,27 @@
+"""``optim.scale_lr``: the learning rate a run uses for its number of workers."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from hvdscale.config import OptimConfig
+
+
+def scaled_optim(cfg: OptimConfig, scaling: str,
+                 workers: int) -> tuple[OptimConfig, dict[str, Any]]:
+    """The optimizer section with the rule's rate, and what the record says about it.
+
+    Weak scaling grows the global batch with the workers, so ``linear`` multiplies ``lr`` by
+    the workers and ``sqrt`` by their square root; strong scaling's global batch is fixed, so
+    its rate stays ``lr``.
+    """
+    factor = 1.0
+    if scaling == "weak" and cfg.scale_lr == "linear":
+        factor = float(workers)
+    elif scaling == "weak" and cfg.scale_lr == "sqrt":
+        factor = math.sqrt(workers)
+    used = dataclasses.replace(cfg, lr=cfg.lr * factor)
+    return used, {"scale_lr": cfg.scale_lr, "lr": cfg.lr, "factor": factor, "lr_used": used.lr,
+                  "workers": workers}

@@ -1,0 +1,18 @@
+"""Evaluation of the same weights gives the same loss under every strategy: the evaluating
+rank's loss reaches every rank unchanged and equals one process evaluating the same weights.
+tests/mpi/test_eval_same.py holds PyTorch's cases; tests/unit/test_evaluate.py compares
+the two frameworks on the same weights."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.eval_same import check_same_eval_loss
+from tests.mpi_harness import needs_mpi
+
+
+@pytest.mark.parametrize("strategy", ["horovod", pytest.param("ps", marks=needs_mpi),
+                                      "independent"])
+@pytest.mark.parametrize("source", ["mapped", "markov"])
+def test_same_weights_same_eval_loss(strategy: str, source: str, hvd, comm_world) -> None:
+    check_same_eval_loss("tf", strategy, source, comm_world)

@@ -1,0 +1,60 @@
+"""``measure.until`` in a real single-process run: it stops at the target and records the
+curve; a target never reached stops at the time cap with status ok and ``reached: false``."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from hvdscale.config import load_config
+from hvdscale.errors import ConfigError
+
+BASE = ["name=until", "framework=torch", "model.kind=lm", "model.embed_dim=16",
+        "model.hidden_size=32", "model.src_vocab=28", "model.tgt_vocab=28",
+        "data.synthetic.kind=markov", "data.synthetic.markov_successors=4",
+        "data.synthetic.length_dist=uniform", "data.synthetic.min_len=10",
+        "data.synthetic.max_len=20", "data.synthetic.eval_sentences=100", "optim.name=adam",
+        "optim.lr=0.02", "strategy.name=independent", "measure.warmup_steps=1",
+        "measure.eval_every=10", "threads.intra_op=1"]
+
+
+def _run(tmp_path: Path, extra: list[str]) -> dict:
+    pytest.importorskip("torch")
+    from hvdscale.train.runner import run
+
+    record = run(load_config(None, BASE + extra), tmp_path)
+    assert record is not None
+    return record
+
+
+def test_stops_at_the_target_and_records_the_curve(tmp_path: Path) -> None:
+    rec = _run(tmp_path, ["measure.until.metric=floor_fraction", "measure.until.target=0.5",
+                          "measure.until.max_time_s=120"])
+    q = rec["quality"]
+    assert rec["status"] == "ok" and q["reached"] is True and q["stop"] == "target reached"
+    curve = q["curve"]
+    target = q["floor_perplexity"] * 1.5
+    assert curve[-1]["perplexity"] <= target  # stopped at the first point that met it
+    assert all(p["perplexity"] > target for p in curve[:-1])
+    assert [p["step"] for p in curve] == list(range(10, 10 * len(curve) + 1, 10))
+    assert q["steps"] == curve[-1]["step"] == rec["measure"]["steps"]
+    assert rec["sentences"] == curve[-1]["sentences"]  # the measured window ended there too
+    assert q["time_to_target_s"] == curve[-1]["train_s"] <= q["wall_s"]
+    assert q["words"] == rec["words"] and q["epochs"] > 0
+    assert math.isclose(q["floor_perplexity"], math.exp(q["floor_loss"]))
+
+
+def test_a_target_never_reached_stops_at_the_cap(tmp_path: Path) -> None:
+    rec = _run(tmp_path, ["measure.until.metric=loss", "measure.until.target=0.0",
+                          "measure.until.max_time_s=1.0"])
+    q = rec["quality"]
+    assert rec["status"] == "ok"
+    assert q["reached"] is False and q["stop"] == "time cap" and q["time_to_target_s"] is None
+    assert q["train_s"] >= 1.0 and len(q["curve"]) >= 1
+
+
+def test_until_needs_an_evaluation_interval() -> None:
+    with pytest.raises(ConfigError, match=r"measure\.eval_every"):
+        load_config(None, ["measure.until.metric=loss", "measure.until.target=1"])
