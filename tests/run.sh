@@ -30,6 +30,8 @@ phase() {
 }
 PYTEST=(python -m pytest -p no:cacheprovider --color=no -q)
 phase lint ruff check .
+# Every headline figure of bench/BENCHMARKS.md recomputed from its raw result in bench/results/.
+phase benchmarks python bench/check_benchmarks.py
 # SLURM daemons, munge, sshd and iproute2 for the integration tests that start a real
 # single-node SLURM and two hosts in network namespaces (apt, about 15 s once; then a no-op).
 phase system-deps bash launch/ci_system_deps.sh
@@ -39,9 +41,19 @@ phase mpirun-np2 timeout 1200 mpirun -np 2 --tag-output "${PYTEST[@]}" tests/mpi
 phase horovodrun-gloo-np2 timeout 1200 horovodrun -np 2 --gloo "${PYTEST[@]}" tests/mpi
 phase mpirun-np3 timeout 900 mpirun -np 3 --oversubscribe --tag-output "${PYTEST[@]}" tests/mpi \
   -m np3
+# PyTorch's own DDP (tests/mpi_ddp never starts Horovod; DDP needs an MPI launch, so no --gloo
+# phase: tests/integration/test_faults.py checks that horovodrun --gloo refuses it).
+phase mpirun-np2-ddp timeout 1200 mpirun -np 2 --tag-output "${PYTEST[@]}" tests/mpi_ddp
+phase mpirun-np3-ddp timeout 900 mpirun -np 3 --oversubscribe --tag-output "${PYTEST[@]}" \
+  tests/mpi_ddp -m np3
 # The same launches for TensorFlow (tests/mpi_tf starts horovod.tensorflow: one runtime each).
 phase mpirun-np2-tf timeout 1200 mpirun -np 2 --tag-output "${PYTEST[@]}" tests/mpi_tf
 phase horovodrun-gloo-np2-tf timeout 1200 horovodrun -np 2 --gloo "${PYTEST[@]}" tests/mpi_tf
 phase mpirun-np3-tf timeout 900 mpirun -np 3 --oversubscribe --tag-output "${PYTEST[@]}" \
   tests/mpi_tf -m np3
+# TensorFlow's own MultiWorkerMirroredStrategy (tests/mpi_mwms never starts Horovod; its
+# TF_CONFIG is agreed over MPI, so no --gloo phase: test_faults.py checks --gloo refuses it).
+phase mpirun-np2-mwms timeout 900 mpirun -np 2 --tag-output "${PYTEST[@]}" tests/mpi_mwms
+phase mpirun-np3-mwms timeout 900 mpirun -np 3 --oversubscribe --tag-output "${PYTEST[@]}" \
+  tests/mpi_mwms -m np3
 python tests/summarize.py "$REPORTS" "${failed[@]}"

@@ -23,7 +23,8 @@ from pathlib import Path
 
 # The launches tests/run.sh makes; each must run at least one test.
 LAUNCHES = ("single", "mpirun-np2", "horovodrun-gloo-np2", "mpirun-np3",
-            "mpirun-tf-np2", "horovodrun-gloo-tf-np2", "mpirun-tf-np3")
+            "mpirun-tf-np2", "horovodrun-gloo-tf-np2", "mpirun-tf-np3",
+            "mpirun-mwms-np2", "mpirun-mwms-np3")
 
 # (launch pattern, test, part of the reason): the only skips CI accepts. A test without its
 # [parameters] stands for all of them.
@@ -48,6 +49,19 @@ EXPECTED_SKIPS = (
      "the parameter server needs an MPI launch"),
     ("horovodrun-gloo-tf-*",
      "tests.mpi_tf.test_tf_exactness.test_tf_whole_epoch_with_idle_steps_is_exact[ps]",
+     "the parameter server needs an MPI launch"),
+    ("horovodrun-gloo-*", "tests.mpi.test_eval_same.test_same_weights_same_eval_loss",
+     "needs an MPI launch"),
+    ("horovodrun-gloo-tf-*", "tests.mpi_tf.test_eval_same.test_same_weights_same_eval_loss",
+     "needs an MPI launch"),
+    ("horovodrun-gloo-*", "tests.mpi.test_sparse.test_ps_sparse_equals_dense",
+     "the parameter server needs an MPI launch"),
+    ("horovodrun-gloo-*", "tests.mpi.test_sparse.test_ps_bad_push_is_one_error_everywhere",
+     "the parameter server needs an MPI launch"),
+    ("horovodrun-gloo-tf-*", "tests.mpi_tf.test_tf_sparse.test_tf_ps_sparse_equals_dense",
+     "the parameter server needs an MPI launch"),
+    ("horovodrun-gloo-tf-*",
+     "tests.mpi_tf.test_tf_sparse.test_tf_ps_bad_push_is_one_error_everywhere",
      "the parameter server needs an MPI launch"),
 )
 

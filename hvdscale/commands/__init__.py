@@ -5,9 +5,11 @@ is their order in ``hvdscale --help``.
 """
 
 from hvdscale.commands import (
+    backtest,
     batch,
     commbench,
     config,
+    data,
     fusion,
     gemm,
     hostfile,
@@ -20,4 +22,4 @@ from hvdscale.commands import (
 )
 
 COMMANDS = (run, config, sweep, fusion, timeline, hostfile, gemm, profile, batch, commbench,
-            predict, report)
+            predict, backtest, report, data)

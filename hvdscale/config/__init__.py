@@ -10,14 +10,18 @@ from hvdscale.config.load import apply_overrides, load_config, to_dict
 from hvdscale.config.model import ModelConfig, OptimConfig
 from hvdscale.config.run import MeasureConfig, RunConfig, ThreadsConfig, check_launch
 from hvdscale.config.strategy import (
+    NATIVE_FRAMEWORK,
+    NATIVE_STRATEGIES,
     OVERLAP_MODES,
     STRATEGIES,
+    DDPConfig,
     HorovodConfig,
     PSConfig,
     StrategyConfig,
 )
 
-__all__ = ["OVERLAP_MODES", "STRATEGIES", "BucketConfig", "DataConfig", "HorovodConfig",
+__all__ = ["NATIVE_FRAMEWORK", "NATIVE_STRATEGIES", "OVERLAP_MODES", "STRATEGIES",
+           "BucketConfig", "DDPConfig", "DataConfig", "HorovodConfig",
            "MeasureConfig", "ModelConfig", "OptimConfig", "PSConfig", "RunConfig",
            "StrategyConfig", "SyntheticConfig", "TextConfig", "ThreadsConfig", "apply_overrides",
            "check_launch", "load_config", "to_dict"]

@@ -26,8 +26,33 @@ class SyntheticConfig:
     """Mean length for ``lognormal`` (before clipping)."""
     tgt_len_ratio: float = 1.1
     """Target length / source length (nmt)."""
+    kind: Literal["uniform", "markov", "mapped"] = "uniform"
+    """``uniform``: random tokens (nothing to learn; the lm's floor is ln of the real tokens);
+    ``markov`` (lm): a seeded sparse Markov chain with an exactly known perplexity floor;
+    ``mapped`` (nmt): target = seeded substitution + reversal of each clause of the source
+    (floor: zero loss). See hvdscale/core/synth_markov.py and synth_nmt.py."""
+    markov_order: int = 1
+    """Tokens of context that determine the next token (1 or 2)."""
+    markov_successors: int = 8
+    """Possible next tokens per state."""
+    markov_dirichlet: float = 0.5
+    """Dirichlet concentration of each state's next-token weights (smaller: more peaked)."""
+    eval_seed: int = 0
+    """Seed of the evaluation set (0: derived from ``data.seed``; never a training stream)."""
+    eval_sentences: int = 256
+    """Sentences in the evaluation set."""
 
     def __post_init__(self) -> None:
+        _check(self.kind in ("uniform", "markov", "mapped"), "data.synthetic.kind",
+               "must be uniform, markov or mapped", self.kind)
+        _check(self.markov_order in (1, 2), "data.synthetic.markov_order", "must be 1 or 2",
+               self.markov_order)
+        _check(self.markov_successors >= 1, "data.synthetic.markov_successors", "must be >= 1",
+               self.markov_successors)
+        _check(self.markov_dirichlet > 0, "data.synthetic.markov_dirichlet", "must be > 0",
+               self.markov_dirichlet)
+        _check(self.eval_sentences >= 1, "data.synthetic.eval_sentences", "must be >= 1",
+               self.eval_sentences)
         _check(self.sentences_per_rank >= 1, "data.synthetic.sentences_per_rank", "must be >= 1",
                self.sentences_per_rank)
         _check(self.length_dist in ("fixed", "uniform", "lognormal"), "data.synthetic.length_dist",
@@ -56,8 +81,16 @@ class TextConfig:
     """Most frequent tokens kept when the vocabulary is built from the data."""
     max_len: int = 100
     """Sentences longer than this are truncated (the seeds' ``--src_max_len``)."""
+    eval_fraction: float = 0.0
+    """Fraction of the lines held out for evaluation (every k-th line, never trained on)."""
+    eval_src: str = ""
+    """Evaluation file (source side, or the lm's corpus); overrides ``eval_fraction``."""
+    eval_tgt: str = ""
+    """Evaluation file, target side (nmt), line-aligned with ``eval_src``."""
 
     def __post_init__(self) -> None:
+        _check(0.0 <= self.eval_fraction < 0.5, "data.text.eval_fraction", "must be in [0, 0.5)",
+               self.eval_fraction)
         _check(self.max_vocab >= 5, "data.text.max_vocab", "must be >= 5", self.max_vocab)
         _check(self.max_len >= 1, "data.text.max_len", "must be >= 1", self.max_len)
 

@@ -28,6 +28,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         return _build(tp, value, key)
     if origin is Literal:
         choices = typing.get_args(tp)
+        if isinstance(value, bool) and {"on", "off"} <= set(choices):
+            value = "on" if value else "off"  # YAML 1.1 reads a bare on/off as a boolean
         if value not in choices:
             names = ", ".join(map(str, choices))
             raise ConfigError(f"{key} must be one of {names} (got {value!r})")

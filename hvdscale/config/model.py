@@ -64,6 +64,11 @@ class OptimConfig:
     """Adam's betas."""
     eps: float = 1e-8
     """Adam's epsilon."""
+    scale_lr: Literal["none", "linear", "sqrt"] = "none"
+    """Learning-rate rule under weak scaling (the global batch grows with the ranks): ``lr`` x
+    1, x workers, or x sqrt(workers); strong scaling keeps ``lr`` (its global batch is fixed).
+    The rule and the rate in force are recorded with the run (``record.quality.optim``); the
+    scaled rate applies from the first step (no warm-up ramp yet)."""
 
     def __post_init__(self) -> None:
         _check(self.name in ("sgd", "momentum", "adam"), "optim.name",
@@ -72,3 +77,5 @@ class OptimConfig:
         _check(0 <= self.momentum < 1, "optim.momentum", "must be in [0, 1)", self.momentum)
         _check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), "optim.betas",
                "must be two values in [0, 1)", list(self.betas))
+        _check(self.scale_lr in ("none", "linear", "sqrt"), "optim.scale_lr",
+               "must be none, linear or sqrt", self.scale_lr)

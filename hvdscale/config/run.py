@@ -9,6 +9,7 @@ from typing import Literal
 from hvdscale.config.data import DataConfig
 from hvdscale.config.fields import check as _check
 from hvdscale.config.model import ModelConfig, OptimConfig
+from hvdscale.config.quality import UntilConfig
 from hvdscale.config.strategy import StrategyConfig
 from hvdscale.errors import ConfigError
 from hvdscale.registry import FRAMEWORKS
@@ -36,8 +37,32 @@ class MeasureConfig:
     agree on the step count up front (the most batches any rank has); a rank that has run out
     takes part in the remaining steps with no batch (zero gradient, zero tokens: exact) and that
     time is recorded as idle. Warm-up steps come before the epochs, from extra batches."""
+    eval_every: int = 0
+    """Evaluate on the held-out set every this many measured steps (0: never, unless
+    ``eval_every_s`` or ``until`` asks). Evaluation is outside the measured window."""
+    eval_every_s: float = 0.0
+    """Evaluate every this many seconds of training time instead (0: by steps)."""
+    eval_batch_size: int = 64
+    """Sentences per evaluation batch."""
+    eval_max_sentences: int = 0
+    """Evaluate on at most this many held-out sentences (0: the whole evaluation set)."""
+    until: UntilConfig = field(default_factory=UntilConfig)
+    """Train to a quality target instead of a fixed step count (hvdscale.config.quality)."""
 
     def __post_init__(self) -> None:
+        _check(self.eval_every >= 0, "measure.eval_every", "must be >= 0", self.eval_every)
+        _check(self.eval_every_s >= 0, "measure.eval_every_s", "must be >= 0", self.eval_every_s)
+        _check(not (self.eval_every and self.eval_every_s), "measure.eval_every_s",
+               "cannot be set together with measure.eval_every", self.eval_every_s)
+        _check(self.eval_batch_size >= 1, "measure.eval_batch_size", "must be >= 1",
+               self.eval_batch_size)
+        _check(self.eval_max_sentences >= 0, "measure.eval_max_sentences", "must be >= 0",
+               self.eval_max_sentences)
+        if self.until.active:
+            _check(self.epochs == 0, "measure.epochs", "must be 0 with measure.until (the "
+                   "run's length is its target)", self.epochs)
+            _check(bool(self.eval_every or self.eval_every_s), "measure.eval_every",
+                   "(or eval_every_s) must be set with measure.until", self.eval_every)
         _check(self.warmup_steps >= 0, "measure.warmup_steps", "must be >= 0", self.warmup_steps)
         _check(self.steps >= 1, "measure.steps", "must be >= 1", self.steps)
         _check(self.epochs >= 0, "measure.epochs", "must be >= 0", self.epochs)
@@ -50,6 +75,8 @@ class MeasureConfig:
         """The whole run's time limit in seconds (0: none); see ``run_timeout_s``."""
         if self.run_timeout_s is not None:
             return self.run_timeout_s
+        if self.until.active:  # the cap plus room for evaluation, set-up and the gather
+            return 600.0 + 3.0 * self.until.max_time_s + 30.0 * self.warmup_steps
         if self.epochs:
             return 600.0 + 3600.0 * self.epochs + 30.0 * self.warmup_steps
         return 600.0 + 30.0 * (self.warmup_steps + self.steps)
@@ -109,9 +136,17 @@ class RunConfig:
                f"must be one of {', '.join(FRAMEWORKS)}", self.framework)
         _check(self.device in ("auto", "cpu", "cuda"), "device",
                "must be 'auto', 'cpu' or 'cuda'", self.device)
-        _check(self.framework == "tf" or self.strategy.horovod.embedding_grads == "dense",
-               "strategy.horovod.embedding_grads", "'gathered' applies to framework=tf only",
-               self.strategy.horovod.embedding_grads)
+        # The frameworks' own data parallelism exists only in its framework.
+        _check(self.strategy.name != "ddp" or self.framework == "torch", "strategy.name",
+               f"ddp is PyTorch's DistributedDataParallel and needs framework=torch, not "
+               f"framework={self.framework}", self.strategy.name)
+        _check(self.strategy.name != "mwms" or self.framework == "tf", "strategy.name",
+               f"mwms is TensorFlow's MultiWorkerMirroredStrategy and needs framework=tf, not "
+               f"framework={self.framework}", self.strategy.name)
+        kind = self.data.synthetic.kind
+        _check(kind == "uniform" or (kind == "markov") == (self.model.kind == "lm"),
+               "data.synthetic.kind", f"{kind} does not fit model.kind={self.model.kind} "
+               "(markov: lm, mapped: nmt)", kind)
         if self.data.source == "text" and self.model.kind == "nmt":
             _check(bool(self.data.text.tgt), "data.text.tgt",
                    "must name the target-side file for model.kind=nmt", self.data.text.tgt)
@@ -127,10 +162,20 @@ def check_launch(cfg: RunConfig, ranks: int, mpi: bool) -> None:
         mpi: whether the job is an MPI job (not ``horovodrun --gloo``).
 
     Raises:
-        ConfigError: a parameter server without MPI, more servers than ranks, or dedicated
-            servers that leave no worker.
+        ConfigError: a parameter server or DDP without MPI, more servers than ranks, or
+            dedicated servers that leave no worker.
     """
     s = cfg.strategy
+    if s.name == "ddp" and not mpi:
+        # torch.distributed's rendezvous address and port are agreed over MPI.
+        raise ConfigError("strategy.name=ddp needs an MPI launch (mpirun, srun --mpi=pmix, or "
+                          "horovodrun without --gloo): under horovodrun --gloo there is no MPI "
+                          "to agree torch.distributed's MASTER_ADDR/MASTER_PORT over")
+    if s.name == "mwms" and not mpi:
+        # TF_CONFIG (every worker's address and port) is agreed over MPI.
+        raise ConfigError("strategy.name=mwms needs an MPI launch (mpirun, srun --mpi=pmix, or "
+                          "horovodrun without --gloo): under horovodrun --gloo there is no MPI "
+                          "to agree TF_CONFIG over")
     if s.name != "ps":
         return
     if not mpi:

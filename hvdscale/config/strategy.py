@@ -72,10 +72,12 @@ class HorovodConfig:
     stall_check_s: float = 60.0
     """HOROVOD_STALL_CHECK_TIME_SECONDS: warn when a rank has not joined a collective."""
     embedding_grads: Literal["dense", "gathered"] = "dense"
-    """TensorFlow only (PyTorch's embedding gradients are dense): ``dense`` converts the
-    embeddings' IndexedSlices gradients to dense tensors and allreduces them; ``gathered``
-    allgathers the touched rows and their indices instead (``sparse_as_dense=False``). Dense is
-    the default by measurement at np=2 (bench/BENCHMARKS.md, issue 10)."""
+    """Both frameworks: ``dense`` allreduces the embedding gradients as dense tensors;
+    ``gathered`` allgathers the touched rows and their indices instead (TensorFlow's
+    IndexedSlices with ``sparse_as_dense=False``; PyTorch's embeddings switched to sparse
+    gradients, ``nn.Embedding(sparse=True)``, reduced by Horovod's sparse allgather) and adds
+    them into the dense gradient before the (dense, exact) optimizer step. Dense is the default
+    by measurement at np=2 with a small vocabulary (bench/BENCHMARKS.md, issue 10)."""
 
     def __post_init__(self) -> None:
         k = "strategy.horovod."
@@ -121,27 +123,127 @@ class PSConfig:
     placement: Literal["colocated", "dedicated"] = "colocated"
     """``dedicated``: the first ``num_servers`` ranks only serve; ``colocated``: every rank
     computes and the first ``num_servers`` ranks also serve a shard."""
+    sparse_embeddings: Literal["auto", "on", "off"] = "off"
+    """Embedding gradients pushed as (unique row ids, summed rows) instead of dense tables:
+    ``on`` always, ``off`` never, ``auto`` per step and segment when ids and rows take at most
+    half the dense bytes (``hvdscale.strategies.sparse_rows``). The server's update stays dense
+    and exact; with plain SGD pulls send only the changed rows."""
 
     def __post_init__(self) -> None:
         _check(self.num_servers >= 1, "strategy.ps.num_servers", "must be >= 1", self.num_servers)
+        _check(self.sparse_embeddings in ("auto", "on", "off"), "strategy.ps.sparse_embeddings",
+               "must be auto, on or off", self.sparse_embeddings)
         _check(self.placement in ("colocated", "dedicated"), "strategy.ps.placement",
                "must be colocated or dedicated", self.placement)
 
 
-STRATEGIES = ("horovod", "independent", "ps")
+MWMS_COMMUNICATION = ("auto", "ring", "nccl")
+
+
+@dataclass(frozen=True)
+class MWMSConfig:
+    """TensorFlow's ``MultiWorkerMirroredStrategy`` (``strategy.name=mwms``, framework tf).
+
+    Its cluster (``TF_CONFIG``) is built from the launcher's ranks and hosts; a ``TF_CONFIG``
+    the user exported wins (it must list one worker per rank, this rank's index its own)."""
+
+    communication: Literal["auto", "ring", "nccl"] = "auto"
+    """Collective implementation (``CommunicationOptions.implementation``): ``ring`` (gRPC
+    ring all-reduce, on CPUs and GPUs), ``nccl`` (GPUs only: an error on a rank that sees no
+    GPU), ``auto`` (TensorFlow picks: NCCL on GPUs, ring otherwise)."""
+    port: int = 0
+    """Port of each worker's gRPC server: 0 lets each rank pick a free port on its host (agreed
+    over MPI); N > 0 gives local rank r the port N + r (for firewalled hosts)."""
+    bytes_per_pack_mb: float = 0.0
+    """``CommunicationOptions.bytes_per_pack`` in MiB: the gradients are all-reduced in packs
+    of about this size (MWMS's tensor fusion); 0 keeps TensorFlow's default (one pack)."""
+    timeout_s: float = 0.0
+    """``CommunicationOptions.timeout_seconds``: a collective that waits longer fails; 0: no
+    timeout (the run's step watchdog still ends a stuck job)."""
+
+    def __post_init__(self) -> None:
+        k = "strategy.mwms."
+        _check(self.communication in MWMS_COMMUNICATION, k + "communication",
+               f"must be one of {', '.join(MWMS_COMMUNICATION)}", self.communication)
+        _check(0 <= self.port <= 65535, k + "port", "must be in [0, 65535]", self.port)
+        _check(0 <= self.bytes_per_pack_mb <= 8192, k + "bytes_per_pack_mb",
+               "must be in [0, 8192] MiB", self.bytes_per_pack_mb)
+        _check(self.timeout_s >= 0, k + "timeout_s", "must be >= 0", self.timeout_s)
+
+
+DDP_HOOKS = ("none", "fp16", "bf16", "powersgd")
+DDP_IDLE = ("zero", "join")
+
+
+@dataclass(frozen=True)
+class DDPConfig:
+    """PyTorch's ``DistributedDataParallel`` (``strategy.name=ddp``); every value is recorded."""
+
+    bucket_cap_mb: float = 25.0
+    """Gradient bucket size in MiB (DDP's default 25; DDP's first bucket is always 1 MiB
+    whatever this says, so the first gradients ready start communicating early)."""
+    gradient_as_bucket_view: bool = False
+    """Gradients are views into DDP's buckets (saves a copy per bucket and the memory)."""
+    static_graph: bool = False
+    """Tell DDP the graph is the same every step (it may then reorder buckets after the first)."""
+    find_unused_parameters: bool = False
+    """Search the graph for parameters without a gradient each step (never needed here)."""
+    comm_hook: Literal["none", "fp16", "bf16", "powersgd"] = "none"
+    """Communication hook: ``none`` (fp32 allreduce), ``fp16`` or ``bf16`` (compress each bucket
+    for the wire), ``powersgd`` (low-rank compression, error feedback)."""
+    powersgd_rank: int = 1
+    """PowerSGD's matrix approximation rank."""
+    powersgd_start_iter: int = 10
+    """Steps of plain allreduce before PowerSGD starts (PowerSGD's own default is 10)."""
+    idle: Literal["zero", "join"] = "join"
+    """Epoch mode, a rank out of batches: ``join`` uses DDP's ``join()`` (the idle rank shadows
+    the others' collectives until all are done, computing nothing; its optimizer state then
+    lags, parameters are synced from the last rank at the end); ``zero`` takes part in each
+    step with a zero gradient (a loss scaled by 0 on a two-token sentence: the same bucket
+    allreduces and optimizer step). join is the default by measurement: np=2, demo config,
+    bucketed epoch, 3 paired rounds, join/zero words/s x1.25-1.54 (bench/bench_ddp.py; the
+    zero step's compute competes for the cores)."""
+    timeout_s: float = 120.0
+    """torch.distributed's collective timeout: a rank waiting this long on a dead peer fails
+    instead of hanging (the project's supervisor usually ends the job sooner)."""
+
+    def __post_init__(self) -> None:
+        k = "strategy.ddp."
+        _check(0 < self.bucket_cap_mb <= 8192, k + "bucket_cap_mb", "must be in (0, 8192] MiB",
+               self.bucket_cap_mb)
+        _check(self.comm_hook in DDP_HOOKS, k + "comm_hook",
+               f"must be one of {', '.join(DDP_HOOKS)}", self.comm_hook)
+        _check(self.powersgd_rank >= 1, k + "powersgd_rank", "must be >= 1", self.powersgd_rank)
+        _check(self.powersgd_start_iter >= 2, k + "powersgd_start_iter",
+               "must be >= 2 (PowerSGD's own minimum)", self.powersgd_start_iter)
+        _check(self.idle in DDP_IDLE, k + "idle", f"must be one of {', '.join(DDP_IDLE)}",
+               self.idle)
+        _check(self.timeout_s > 0, k + "timeout_s", "must be > 0", self.timeout_s)
+
+
+STRATEGIES = ("horovod", "independent", "ps", "ddp", "mwms")
+NATIVE_STRATEGIES = ("ddp", "mwms")
+"""The frameworks' own data parallelism (a framework package's ``NATIVE_STRATEGY``)."""
+NATIVE_FRAMEWORK = {"ddp": "torch", "mwms": "tf"}
+"""The one framework each native strategy runs in (config/run.py refuses the others)."""
 
 
 @dataclass(frozen=True)
 class StrategyConfig:
     """How gradients are shared across ranks."""
 
-    name: Literal["horovod", "independent", "ps"] = "horovod"
+    name: Literal["horovod", "independent", "ps", "ddp", "mwms"] = "horovod"
     """``horovod`` (allreduce), ``ps`` (MPI parameter server), ``independent`` (no
-    communication: the ideal case)."""
+    communication: the ideal case), ``ddp`` (PyTorch's DistributedDataParallel, torch only),
+    ``mwms`` (TensorFlow's MultiWorkerMirroredStrategy, tf only)."""
     horovod: HorovodConfig = field(default_factory=HorovodConfig)
     """Horovod settings."""
     ps: PSConfig = field(default_factory=PSConfig)
     """Parameter-server settings."""
+    ddp: DDPConfig = field(default_factory=DDPConfig)
+    """DistributedDataParallel settings."""
+    mwms: MWMSConfig = field(default_factory=MWMSConfig)
+    """TensorFlow MultiWorkerMirroredStrategy settings."""
 
     def __post_init__(self) -> None:
         _check(self.name in STRATEGIES, "strategy.name", f"must be one of {', '.join(STRATEGIES)}",

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from hvdscale.config import DataConfig, SyntheticConfig, TextConfig
+from hvdscale.core.synth_sources import learnable_sentences
 from hvdscale.errors import HvdscaleError
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
@@ -176,6 +177,8 @@ def load_text(cfg: TextConfig, kind: str, rank: int, size: int) -> Corpus:
                             cfg.max_vocab) if tgt_lines is not None else src_vocab)
     src, tgt, truncated = [], [] if tgt_lines is not None else None, 0
     for i in range(rank, len(src_lines), size):
+        if not cfg.eval_src and held_out(i, cfg.eval_fraction):
+            continue  # the evaluation split (hvdscale.core.evalset) is never trained on
         s = src_lines[i]
         t = tgt_lines[i] if tgt_lines is not None else None
         min_len = 2 if kind == "lm" else 1  # an lm sentence needs an input and a next token
@@ -190,6 +193,12 @@ def load_text(cfg: TextConfig, kind: str, rank: int, size: int) -> Corpus:
         raise HvdscaleError(f"data.text.src: rank {rank} of {size} has no usable sentences in "
                             f"{cfg.src} ({len(src_lines)} lines)")
     return Corpus(src, tgt, len(src_vocab), len(tgt_vocab), truncated)
+
+
+def held_out(line: int, fraction: float) -> bool:
+    """Whether line ``line`` belongs to the evaluation split of ``data.text.eval_fraction``:
+    every k-th line (k = round(1 / fraction)), spread evenly through the file."""
+    return fraction > 0 and line % max(2, round(1 / fraction)) == 0
 
 
 def synthetic_lengths(cfg: SyntheticConfig, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -215,6 +224,9 @@ def make_synthetic(cfg: SyntheticConfig, kind: str, src_vocab: int, tgt_vocab: i
     lens = synthetic_lengths(cfg, n, rng)
     if kind == "lm":
         lens = np.maximum(lens, 2)
+    if cfg.kind != "uniform":  # learnable sources with a known floor
+        src_l, tgt_l = learnable_sentences(cfg, kind, src_vocab, tgt_vocab, seed, lens, rng)
+        return Corpus(src_l, tgt_l, src_vocab, tgt_vocab)
     src = [rng.integers(len(SPECIALS), src_vocab, size=int(k)) for k in lens]
     tgt = None
     if kind == "nmt":

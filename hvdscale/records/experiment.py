@@ -9,13 +9,15 @@ matched to later successes by it, and every record carries it in its ``key``.
 Label-only fields (never part of the identity):
 
 * ``name``: a label for tables; two runs that differ only in their name measure the same thing;
-* ``measure.step_timeout_s``, ``measure.run_timeout_s``, ``strategy.horovod.stall_check_s``:
-  supervision limits; they end a broken run but leave a healthy one's timing alone;
+* ``measure.step_timeout_s``, ``measure.run_timeout_s``, ``strategy.horovod.stall_check_s``,
+  ``strategy.ddp.timeout_s``, ``strategy.mwms.timeout_s``: supervision limits; they end a broken
+  run but leave a healthy one's timing alone;
+* ``strategy.mwms.port``: where MWMS's workers listen, not how fast;
 * ``strategy.horovod.timeline`` and ``strategy.horovod.autotune_log``: only *whether* they are
   on counts (writing a timeline costs time), not the path written to.
 
 Fields that cannot act in a run are dropped as well, so they never split experiments:
-``strategy.horovod`` unless the strategy is horovod, ``strategy.ps`` unless it is ps,
+``strategy.horovod``/``ps``/``ddp``/``mwms`` unless the strategy is that one,
 ``data.text`` unless the source is text, ``data.synthetic`` unless it is synthetic, bucketing
 details when bucketing is off, ``measure.steps`` in epoch mode, optimizer settings the chosen
 optimizer does not read.
@@ -34,7 +36,8 @@ from collections.abc import Mapping
 from typing import Any
 
 LABEL_ONLY = ("name", "measure.step_timeout_s", "measure.run_timeout_s",
-              "strategy.horovod.stall_check_s")
+              "strategy.horovod.stall_check_s", "strategy.ddp.timeout_s",
+              "strategy.mwms.port", "strategy.mwms.timeout_s")
 ON_OFF = ("strategy.horovod.timeline", "strategy.horovod.autotune_log")
 SERIES = ("framework", "model.rnn_impl", "strategy")
 
@@ -43,13 +46,15 @@ SERIES = ("framework", "model.rnn_impl", "strategy")
 def _strategy_defaults() -> dict[str, dict[str, Any]]:
     """The strategy settings' defaults, from the config classes themselves (so a series label
     names only what was changed, and a new setting needs no entry here)."""
-    from hvdscale.config import HorovodConfig, PSConfig, to_dict
+    from hvdscale.config import DDPConfig, HorovodConfig, PSConfig, to_dict
+    from hvdscale.config.strategy import MWMSConfig
 
     horovod = to_dict(HorovodConfig())
     for key in ON_OFF:
         name = key.rsplit(".", 1)[1]
         horovod[name] = bool(horovod[name])
-    return {"horovod": horovod, "ps": to_dict(PSConfig())}
+    return {"horovod": horovod, "ps": to_dict(PSConfig()), "ddp": to_dict(DDPConfig()),
+            "mwms": to_dict(MWMSConfig())}
 
 
 def _pop(d: dict[str, Any], dotted: str) -> Any:
@@ -90,9 +95,13 @@ def identity(config: Mapping[str, Any]) -> dict[str, Any]:
             if name in horovod:
                 horovod[name] = bool(horovod[name])
     strategy = c.get("strategy") or {}
-    for section in ("horovod", "ps"):
+    for section in ("horovod", "ps", "ddp", "mwms"):
         if strategy.get("name") != section:
             strategy.pop(section, None)
+    ps = strategy.get("ps")
+    if isinstance(ps, dict) and ps.get("sparse_embeddings") == "off":
+        # The default (dense) is what records from before the setting measured: same identity.
+        ps.pop("sparse_embeddings")
     data = c.get("data") or {}
     for section in ("text", "synthetic"):
         if data.get("source", "synthetic") != section:
@@ -225,4 +234,9 @@ def record_key(config: Mapping[str, Any]) -> dict[str, Any]:
             "bucketing": data.get("bucketing", {}).get("enabled", False),
             "tokens_per_batch": data.get("bucketing", {}).get("tokens_per_batch", 0),
             "pad_to": data.get("pad_to"), "epochs": measure.get("epochs", 0),
+            "source_kind": (data.get("synthetic") or {}).get("kind", "uniform")
+            if data.get("source", "synthetic") == "synthetic" else "text",
+            "until": (measure.get("until") or {}).get("metric", "none"),
+            "until_target": (measure.get("until") or {}).get("target"),
+            "scale_lr": c.get("optim", {}).get("scale_lr", "none"),
             "name": config.get("name")}

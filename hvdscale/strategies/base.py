@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from hvdscale.core.data import Batch
+from hvdscale.strategies.sparse_rows import EmbeddingTable
 
 Scale = float | Callable[[], float]
 """A loss scale, or a callable evaluated between forward and backward (so a strategy can overlap
@@ -40,6 +41,9 @@ class ShardOptimizer(Protocol):
     """
 
     grad: np.ndarray
+    keeps_zero_grad_rows: bool
+    """Whether an element with zero gradient is left unchanged by ``step`` (plain SGD: True;
+    momentum and Adam move every element), so a parameter server may pull changed rows only."""
 
     def step(self) -> None: ...
 
@@ -67,6 +71,12 @@ class Adapter(Protocol):
         """Add the gradients of ``scale`` x the batch's summed token loss to the current ones
         (as autograd accumulates: ``zero_grad`` first for a fresh step); returns the unscaled
         loss."""
+        ...
+
+    def train_step(self, batch: Batch, scale: Scale) -> float:
+        """``zero_grad``, ``forward_backward(batch, scale)`` and ``step`` at once, with no
+        communication (independent replicas): one graph call where the framework traces
+        (TensorFlow); returns the unscaled loss."""
         ...
 
     def loss(self, batch: Batch) -> float:
@@ -97,6 +107,17 @@ class Adapter(Protocol):
 
     def fingerprint(self) -> dict[str, float]:
         """Sum and L2 norm of all parameters (float64), to compare runs from records alone."""
+        ...
+
+    def embedding_tables(self) -> list[EmbeddingTable]:
+        """The embedding tables in the flat buffers (name, offset, rows, width), in order:
+        what a strategy may send as rows instead of dense blocks."""
+        ...
+
+    def touched_rows(self, batch: Batch) -> list[np.ndarray]:
+        """Per ``embedding_tables()`` entry, the sorted unique row ids whose gradient
+        ``forward_backward(batch, ...)`` can make nonzero; every other row's gradient is exactly
+        zero (a superset is allowed: an extra row only carries zeros)."""
         ...
 
     def synchronize(self) -> None:

@@ -7,6 +7,7 @@ A plain function, not a closure inside the runner, so that the benchmarks
 from __future__ import annotations
 
 import collections
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,12 +52,15 @@ class LoopResult:
 
 
 def train_loop(parts: LoopParts, schedule: Schedule, batches: Iterator[Batch | None],
-               on_step: Callable[[int], None] | None = None) -> LoopResult:
+               on_step: Callable[[int], None] | None = None,
+               stop_after: Callable[[int, Batch | None], bool] | None = None) -> LoopResult:
     """Run the schedule's warm-up and measured steps, then the strategy's traced steps.
 
     The window opens after the warm-up's device work has finished and every rank has met, and
     closes the same way. ``on_step(step)`` (optional) is called last in each warm-up and
-    measured step: the benchmarks time whole iterations with it.
+    measured step: the benchmarks time whole iterations with it. ``stop_after(step, batch)``
+    (optional; hvdscale.train.until) runs after each measured step, outside the window (its
+    time is taken out), and ends the measured steps when it returns True on every rank.
     """
     strategy, adapter, world = parts.strategy, parts.adapter, parts.world
     meter = StepMeter(schedule.warmup_steps)
@@ -85,6 +89,12 @@ def train_loop(parts: LoopParts, schedule: Schedule, batches: Iterator[Batch | N
             rss_first = current_rss_mb()
         if on_step is not None:
             on_step(step)
+        if stop_after is not None and step >= 0:
+            paused = time.perf_counter()
+            stop = stop_after(step, batch)
+            meter.window_start += time.perf_counter() - paused  # evaluation is not training
+            if stop:
+                break
     adapter.synchronize()
     phase("barrier: end of the timed window", waiting=True)
     world.barrier()

@@ -13,17 +13,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hvdscale.config import RunConfig, StrategyConfig, check_launch
+from hvdscale.config import NATIVE_STRATEGIES, RunConfig, StrategyConfig, check_launch
 from hvdscale.core.faults import maybe_fault
+from hvdscale.core.peers import start_peers
 from hvdscale.core.progress import ProgressReport
-from hvdscale.core.supervise import phase, start_deadline, stop_deadline
+from hvdscale.core.supervise import current_state, phase, start_deadline, stop_deadline
 from hvdscale.core.threads import launch_local_size, resolve_threads, thread_env
 from hvdscale.core.world import World, is_gloo_launch, launch_rank, make_world
 from hvdscale.records.store import append_record, check_writable
 from hvdscale.train.context import RunContext
 from hvdscale.train.data import load_data
 from hvdscale.train.loop import LoopParts, train_loop
+from hvdscale.train.lr import scaled_optim
 from hvdscale.train.record import build_record, rank_entry
+from hvdscale.train.until import make_tracker
 
 
 def check_world(cfg: RunConfig, world: World) -> None:
@@ -67,7 +70,12 @@ def _run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None, started: s
     placement = resolve_device(cfg.device, fw.gpu_count(), launch_local_rank(), local_size)
     fw.use_device(placement)
 
-    use_hvd = cfg.strategy.name == "horovod" or is_gloo_launch()
+    # The frameworks' own strategies (ddp, mwms) never start Horovod; under horovodrun --gloo
+    # the check refuses what cannot run without MPI, before any world is made.
+    native = cfg.strategy.name in NATIVE_STRATEGIES
+    if native and is_gloo_launch():
+        check_launch(cfg, 1, mpi=False)
+    use_hvd = cfg.strategy.name == "horovod" or (is_gloo_launch() and not native)
     hvd_env: dict[str, str] = {}
     hvd_cfg = cfg.strategy.horovod
     if use_hvd:
@@ -83,6 +91,10 @@ def _run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None, started: s
         check_writable(out_dir)
     phase("barrier: results directory checked", waiting=True)
     world.barrier()  # no rank trains unless rank 0 can write the record
+    # Each rank answers where it is over a side channel, so a rank that waits too long in a
+    # collective can name the rank it waits for (hvdscale.core.peers).
+    phase("exchange of the side channel's addresses", waiting=True)
+    start_peers(world.rank, world.allgather, current_state)
     hvd_used = None
     if use_hvd:
         from hvdscale.strategies.horovod import horovod_in_force
@@ -115,7 +127,8 @@ def _train(ctx: RunContext, strategy_cfg: StrategyConfig, out_dir: str | Path,
     from hvdscale.strategies import make_strategy
 
     cfg, world, rank = ctx.cfg, ctx.world, ctx.world.rank
-    strategy = make_strategy(strategy_cfg, world, ctx.fw.HorovodStrategy)
+    strategy = make_strategy(strategy_cfg, world, ctx.fw.HorovodStrategy,
+                             ctx.fw.make_native_strategy)
 
     phase("data")
     maybe_fault(rank, "data")
@@ -123,22 +136,33 @@ def _train(ctx: RunContext, strategy_cfg: StrategyConfig, out_dir: str | Path,
 
     phase("model")
     maybe_fault(rank, "model")
-    adapter = ctx.fw.make_adapter(cfg.model, cfg.optim, data.src_vocab, data.tgt_vocab,
+    optim, optim_used = scaled_optim(cfg.optim, cfg.data.scaling,
+                                     getattr(strategy, "num_workers", world.size))
+    adapter = ctx.fw.make_adapter(cfg.model, optim, data.src_vocab, data.tgt_vocab,
                                   ctx.placement)
     phase("strategy set-up (initial parameters shared)", waiting=True)
     strategy.setup(adapter)
 
     # Epoch mode: every rank agrees on the step count here; ranks out of batches get None.
     phase("schedule agreement", waiting=True)
-    schedule, batches = make_schedule(cfg.measure, data.plan, world, mode=cfg.data.bucketing.mode)
+    measure = cfg.measure  # with a quality target, the step count is only a cap
+    if measure.until.active:
+        measure = dataclasses.replace(measure, steps=measure.until.max_steps)
+    schedule, batches = make_schedule(measure, data.plan, world, mode=cfg.data.bucketing.mode)
+    tracker = make_tracker(cfg, world, adapter, strategy.computes,
+                           (data.src_vocab, data.tgt_vocab), len(data.corpus.src))
     done = train_loop(LoopParts(strategy, adapter, world, cfg.measure.step_timeout_s, progress),
-                      schedule, batches)
+                      schedule, batches, stop_after=tracker.after_step if tracker else None)
     strategy.finish()
 
     ranks = _gather(world, rank_entry(ctx, strategy, adapter, data, done))
     if rank != 0:
         return None
     record = build_record(ctx, strategy, adapter, data, schedule, ranks)
+    if tracker is not None:
+        record["quality"] = tracker.summary(optim_used)
+        if cfg.measure.until.active:  # the steps run, not the cap
+            record["measure"]["steps"] = tracker.steps
     append_record(out_dir, record)
     return record
 

@@ -22,9 +22,11 @@ import torch
 from hvdscale.config import ModelConfig, OptimConfig
 from hvdscale.core.data import Batch
 from hvdscale.core.device import CPU, Placement
+from hvdscale.frameworks.embeddings import EmbeddingRows
 from hvdscale.models import ModelSizes
 from hvdscale.models.torch import build_model
 from hvdscale.strategies.base import Scale
+from hvdscale.strategies.sparse_rows import EmbeddingTable
 
 FRAMEWORK = "torch"
 
@@ -103,6 +105,12 @@ class TorchAdapter:
                                  ModelSizes.from_config(model_cfg, src_vocab, tgt_vocab))
         # Initialised on the CPU from the seed, then moved: the same initial values on any device.
         self.model.to(self.device)
+        self.kind = model_cfg.kind
+        self.forward_model: torch.nn.Module = self.model
+        """What forward runs through: the model, or a wrapper of it (DDP's)."""
+        self.grad_views = True
+        """Whether every ``.grad`` is a view of ``flat_grads`` (False once DDP's
+        gradient_as_bucket_view makes them views of its buckets instead)."""
         self.optim_cfg = optim_cfg
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         # Parameters and gradients live in two flat buffers; each tensor is a view into them,
@@ -128,6 +136,7 @@ class TorchAdapter:
                 p.grad = self.flat_grads[off : off + k].view_as(p)
                 off += k
         self.optimizer = make_optimizer(self.params, optim_cfg)
+        self.embeddings = EmbeddingRows(model_cfg.kind, self.tensor_sizes(), model_cfg.embed_dim)
         self.compute_s = 0.0
         """Seconds spent in forward and backward so far (waits inside ``scale`` excluded)."""
 
@@ -166,6 +175,11 @@ class TorchAdapter:
 
     def zero_grad(self) -> None:
         # In place, never set_to_none: the gradients must stay views of flat_grads.
+        if not self.grad_views:
+            for p in self.params:
+                if p.grad is not None:
+                    p.grad.zero_()
+            return
         self.flat_grads.zero_()
 
     def forward_backward(self, batch: Batch, scale: Scale) -> float:
@@ -177,7 +191,7 @@ class TorchAdapter:
         own work, against which its idle time at the step's synchronisation is measured.
         """
         t0 = time.perf_counter()
-        loss, _ = self.model(**self.tensors(batch))
+        loss, _ = self.forward_model(**self.tensors(batch))
         t1 = time.perf_counter()
         factor = scale() if callable(scale) else scale
         t2 = time.perf_counter()
@@ -199,15 +213,26 @@ class TorchAdapter:
             off += k
 
     def _check_grad_views(self) -> None:
+        if not self.grad_views:
+            return
         base = self.flat_grads.data_ptr()
         for p in self.params:
-            if p.grad is None or p.grad.untyped_storage().data_ptr() != base:
+            # A sparse embedding gradient (Horovod's gathered mode) is densified by its owner.
+            if p.grad is None or (not p.grad.is_sparse
+                                  and p.grad.untyped_storage().data_ptr() != base):
                 raise RuntimeError("autograd replaced a gradient view of the flat buffer")
+
+    def train_step(self, batch: Batch, scale: Scale) -> float:
+        """``zero_grad``, ``forward_backward`` and ``step`` (``base.Adapter``)."""
+        self.zero_grad()
+        loss = self.forward_backward(batch, scale)
+        self.step()
+        return loss
 
     def loss(self, batch: Batch) -> float:
         """Summed token loss without gradients."""
         with torch.no_grad():
-            loss, _ = self.model(**self.tensors(batch))
+            loss, _ = self.forward_model(**self.tensors(batch))
         return float(loss)
 
     def step(self) -> None:
@@ -247,6 +272,14 @@ class TorchAdapter:
         """An optimizer of the run's kind over a flat float32 ``shard`` (updated in place)."""
         return ShardOptimizer(shard, self.optim_cfg)
 
+    def embedding_tables(self) -> list[EmbeddingTable]:
+        """The embedding tables in the flat buffers (``base.Adapter``)."""
+        return self.embeddings.tables
+
+    def touched_rows(self, batch: Batch) -> list[np.ndarray]:
+        """Per embedding table, the rows ``batch`` looks up (``base.Adapter``)."""
+        return self.embeddings.touched(batch)
+
     def fingerprint(self) -> dict[str, float]:
         """Sum and L2 norm of all parameters (float64), to compare runs from records alone."""
         p = self.flat_params.double()
@@ -276,6 +309,7 @@ class ShardOptimizer:
         self.grad = np.zeros_like(shard)
         self.param.grad = torch.from_numpy(self.grad)
         self.optimizer = make_optimizer([self.param], cfg)
+        self.keeps_zero_grad_rows = cfg.name == "sgd"
 
     def step(self) -> None:
         """Apply the gradient currently in ``self.grad`` to the shard."""
