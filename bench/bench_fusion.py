@@ -70,7 +70,8 @@ def summarize(res: dict, np_: int) -> dict:
     return out
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The bench's command line."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--np", type=int, default=2)
@@ -87,7 +88,11 @@ def main() -> int:
                     help="skip Horovod's autotuner launch and its point (a quick smoke run)")
     ap.add_argument("--render", metavar="RAW.json",
                     help="print the markdown table of a raw result and exit (measures nothing)")
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> int:
+    args = _parser().parse_args()
     if args.render:
         print(render(json.loads(Path(args.render).read_text())), end="")
         return 0
