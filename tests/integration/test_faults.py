@@ -54,6 +54,10 @@ FRAMEWORKS = ["torch", "tf"]
 # A TensorFlow rank spends longer starting (import, tracing the train step) before the fault;
 # still far below the launchers' time limit that a hang would hit.
 PROMPT_S = {"torch": 30, "tf": 45}
+# The frameworks' own strategies (no Horovod): each runs with its own framework only.
+NATIVE = {"ddp": ("--set", "strategy.name=ddp"),
+          "mwms": ("--set", "framework=tf", "--set", "strategy.name=mwms")}
+NATIVE_FRAMEWORK = {"ddp": "torch", "mwms": "tf"}
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
@@ -125,14 +129,18 @@ def test_ps_server_exception_or_kill_ends_the_job(fault: str, tmp_path: Path) ->
     assert (tmp_path / "results.jsonl").read_text() == before
 
 
-@pytest.mark.parametrize("launcher", ["mpirun", "horovodrun-gloo"])
-def test_ctrl_c_to_the_launcher_ends_every_rank(launcher: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("launcher,strategy", [("mpirun", "horovod"),
+                                               ("horovodrun-gloo", "horovod"),
+                                               ("mpirun", "ddp"), ("mpirun", "mwms")])
+def test_ctrl_c_to_the_launcher_ends_every_rank(launcher: str, strategy: str,
+                                                tmp_path: Path) -> None:
     before = _seed_results(tmp_path)
-    marker = f"name=ctrlc-{launcher}-{tmp_path.name}"  # a valid config value, unique
+    marker = f"name=ctrlc-{launcher}-{strategy}-{tmp_path.name}"  # a valid config value, unique
     # A valid run far longer than the test: ranks train until the Ctrl-C.
     cmd = [*LAUNCHERS[launcher], *HVDSCALE, "run", "configs/demo.yaml", "--out",
            str(tmp_path), "--set", "measure.warmup_steps=1", "--set", "measure.steps=100000",
-           "--set", "data.synthetic.sentences_per_rank=128", "--set", marker]
+           "--set", "data.synthetic.sentences_per_rank=128", "--set", marker,
+           *NATIVE.get(strategy, ("--set", f"strategy.name={strategy}"))]
     env = {**BASE_ENV, "HVDSCALE_FAULT": "*:mark:step:2"}
     p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -194,177 +202,84 @@ def test_a_hang_outside_the_step_loop_meets_the_run_deadline(tmp_path: Path) -> 
     assert (tmp_path / "results.jsonl").read_text() == before
 
 
-# DDP (strategy.name=ddp): the same fail-fast as Horovod. A dead or failed rank's gloo peers
-# are ended by the supervisor and the watchdog, not left waiting in a collective.
-DDP = ["--set", "strategy.name=ddp"]
+# The frameworks' own strategies (ddp, mwms): the same fail-fast as Horovod. A dead or failed
+# rank's gloo or gRPC peers are ended by the supervisor and the watchdog, not left waiting in a
+# collective.
+NATIVE_FAULTS = [("ddp", f) for f in ("1:step:3", "0:step:-1", "1:data", "0:results")] + [
+    ("mwms", f) for f in ("1:data", "0:model", "1:step:3", "1:step:-1", "0:results")]
 
 
-@pytest.mark.parametrize("fault", ["1:step:3", "0:step:-1", "1:data", "0:results"])
-def test_ddp_exception_on_one_rank_ends_the_job(fault: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("strategy,fault", NATIVE_FAULTS)
+def test_native_exception_on_one_rank_ends_the_job(strategy: str, fault: str,
+                                                   tmp_path: Path) -> None:
     before = _seed_results(tmp_path)
-    r, took = _launch("mpirun", tmp_path, fault, *DDP)
+    r, took = _launch("mpirun", tmp_path, fault, *NATIVE[strategy])
     out = r.stdout + r.stderr
-    assert r.returncode != 0 and took < PROMPT_S["torch"], f"{took:.0f}s: {out[-3000:]}"
+    prompt = PROMPT_S[NATIVE_FRAMEWORK[strategy]]
+    assert r.returncode != 0 and took < prompt, f"{took:.0f}s: {out[-3000:]}"
     assert out.count(f"hvdscale: rank {fault[0]} failed:") == 1, out[-3000:]
-    # The other rank's gloo sees the peer go; the launcher ends it before it adds a message.
+    assert "injected failure" in out
+    # The other rank sees its peer go; the launcher ends it before it adds a message.
     assert "another rank left the job" not in out, out[-3000:]
     assert (tmp_path / "results.jsonl").read_text() == before
 
 
-def test_ddp_sigkill_of_one_rank_ends_the_job(tmp_path: Path) -> None:
+@pytest.mark.parametrize("strategy,launcher", [("ddp", "mpirun"), ("mwms", "mpirun"),
+                                               ("mwms", "horovodrun-mpi")])
+def test_native_sigkill_of_one_rank_ends_the_job(strategy: str, launcher: str,
+                                                 tmp_path: Path) -> None:
     before = _seed_results(tmp_path)
-    marker = f"name=ddpkill-{tmp_path.name}"
-    r, took = _launch("mpirun", tmp_path, "*:mark:step:2,1:kill:step:4", *DDP, "--set", marker)
-    out = r.stdout + r.stderr
-    assert _trained(out), out[-3000:]
-    assert r.returncode != 0 and took < 60, f"job took {took:.0f}s to end"
-    assert _gone(marker), "a rank survived the job"
-    assert (tmp_path / "results.jsonl").read_text() == before
-
-
-def test_ddp_stuck_rank_is_named_and_the_job_ends(tmp_path: Path) -> None:
-    before = _seed_results(tmp_path)
-    r, took = _launch("mpirun", tmp_path, "1:hang:step:3", *DDP,
-                      "--set", "measure.step_timeout_s=20", timeout=120)
-    out = r.stdout + r.stderr
-    assert r.returncode != 0 and took < 60, f"job took {took:.0f}s to end"
-    assert "rank 1 is the slow rank" in out, out[-3000:]
-    assert (tmp_path / "results.jsonl").read_text() == before
-
-
-def test_ddp_hang_outside_the_step_loop_meets_the_run_deadline(tmp_path: Path) -> None:
-    before = _seed_results(tmp_path)
-    r, took = _launch("mpirun", tmp_path, "1:hang:data", *DDP,
-                      "--set", "measure.run_timeout_s=30", timeout=150)
-    out = r.stdout + r.stderr
-    assert r.returncode != 0 and took < 75, f"job took {took:.0f}s to end"
-    assert "rank 1 did not arrive: it has been in phase 'data'" in out, out[-3000:]
-    assert (tmp_path / "results.jsonl").read_text() == before
-
-
-def test_ddp_ctrl_c_to_the_launcher_ends_every_rank(tmp_path: Path) -> None:
-    marker = f"name=ddpctrlc-{tmp_path.name}"
-    cmd = [*LAUNCHERS["mpirun"], *HVDSCALE, "run", "configs/demo.yaml", "--out", str(tmp_path),
-           "--set", "measure.steps=100000", "--set", "measure.warmup_steps=1", *DDP,
-           "--set", marker]
-    p = subprocess.Popen(cmd, cwd=ROOT, env={**BASE_ENV, "HVDSCALE_FAULT": "*:mark:step:2"},
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         start_new_session=True)
-    lines: list[str] = []
-    threading.Thread(target=lambda: lines.extend(p.stdout), daemon=True).start()
-    try:
-        deadline = time.monotonic() + 90
-        while not _trained("".join(lines)) and time.monotonic() < deadline:
-            assert p.poll() is None, "".join(lines)[-3000:]
-            time.sleep(0.5)
-        assert _trained("".join(lines)), "".join(lines)[-3000:]
-        os.killpg(p.pid, signal.SIGINT)
-        p.wait(timeout=30)
-        assert _gone(marker), "a rank survived the Ctrl-C"
-        assert p.returncode != 0
-    finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-        for pid in _ranks_alive(marker):
-            subprocess.run(["kill", "-9", pid], check=False)
-
-
-def test_ddp_under_horovodrun_gloo_is_refused_with_one_clear_error(tmp_path: Path) -> None:
-    before = _seed_results(tmp_path)
-    r, _ = _launch("horovodrun-gloo", tmp_path, "", *DDP, timeout=120)
-    out = r.stdout + r.stderr
-    assert r.returncode != 0
-    assert "strategy.name=ddp needs an MPI launch" in out, out[-3000:]
-    # horovodrun prints its own traceback for a failed rank; the ranks print none.
-    assert "failed:\n" not in out and "hvdscale/train" not in out, out[-3000:]
-    assert (tmp_path / "results.jsonl").read_text() == before
-
-
-# MWMS (strategy.name=mwms, TensorFlow's MultiWorkerMirroredStrategy): the same fail-fast as
-# Horovod's TensorFlow path; a rank blocked in a gRPC ring collective is ended with the job.
-MWMS = ["--set", "framework=tf", "--set", "strategy.name=mwms"]
-
-
-@pytest.mark.parametrize("fault", ["1:data", "0:model", "1:step:3", "1:step:-1", "0:results"])
-def test_mwms_exception_on_one_rank_ends_the_job(fault: str, tmp_path: Path) -> None:
-    before = _seed_results(tmp_path)
-    r, took = _launch("mpirun", tmp_path, fault, *MWMS)
-    out = r.stdout + r.stderr
-    assert r.returncode != 0 and took < PROMPT_S["tf"], f"{took:.0f}s: {out[-3000:]}"
-    assert out.count(f"hvdscale: rank {fault[0]} failed:") == 1, out[-3000:]
-    assert "injected failure" in out
-    assert (tmp_path / "results.jsonl").read_text() == before
-
-
-@pytest.mark.parametrize("launcher", ["mpirun", "horovodrun-mpi"])
-def test_mwms_sigkill_of_one_rank_ends_the_job(launcher: str, tmp_path: Path) -> None:
-    before = _seed_results(tmp_path)
-    marker = f"name=mwmskill-{launcher}-{tmp_path.name}"
-    r, took = _launch(launcher, tmp_path, "*:mark:step:2,1:kill:step:4", *MWMS, "--set", marker)
+    marker = f"name={strategy}kill-{launcher}-{tmp_path.name}"
+    r, took = _launch(launcher, tmp_path, "*:mark:step:2,1:kill:step:4", *NATIVE[strategy],
+                      "--set", marker)
     out = r.stdout + r.stderr
     assert _trained(out), out[-3000:]  # killed in training, not at start-up
-    assert r.returncode != 0 and took < 60 + PROMPT_S["tf"] - 30, f"job took {took:.0f}s"
+    limit = 60 + PROMPT_S[NATIVE_FRAMEWORK[strategy]] - 30
+    assert r.returncode != 0 and took < limit, f"job took {took:.0f}s to end"
     assert _gone(marker), "a rank survived the job"
     assert (tmp_path / "results.jsonl").read_text() == before
 
 
-def test_mwms_stuck_rank_is_named_and_the_job_ends(tmp_path: Path) -> None:
+@pytest.mark.parametrize("strategy", list(NATIVE))
+def test_native_stuck_rank_is_named_and_the_job_ends(strategy: str, tmp_path: Path) -> None:
     before = _seed_results(tmp_path)
-    r, took = _launch("mpirun", tmp_path, "1:hang:step:3", *MWMS,
+    r, took = _launch("mpirun", tmp_path, "1:hang:step:3", *NATIVE[strategy],
                       "--set", "measure.step_timeout_s=20", timeout=120)
     out = r.stdout + r.stderr
-    assert r.returncode != 0 and took < 60 + PROMPT_S["tf"] - 30, f"job took {took:.0f}s"
+    limit = 60 + PROMPT_S[NATIVE_FRAMEWORK[strategy]] - 30
+    assert r.returncode != 0 and took < limit, f"job took {took:.0f}s to end"
     assert "rank 1 is the slow rank" in out, out[-3000:]
     assert "rank 0 is the slow rank" not in out  # the rank waiting in the collective
     assert (tmp_path / "results.jsonl").read_text() == before
 
 
-def test_mwms_hang_outside_the_step_loop_meets_the_run_deadline(tmp_path: Path) -> None:
+# TensorFlow's import takes longer than torch's on a loaded host: a later deadline, so rank 1
+# is still in 'data' when it passes.
+DEADLINE_S = {"torch": 30, "tf": 60}
+
+
+@pytest.mark.parametrize("strategy", list(NATIVE))
+def test_native_hang_outside_the_step_loop_meets_the_run_deadline(strategy: str,
+                                                                  tmp_path: Path) -> None:
     before = _seed_results(tmp_path)
-    # TensorFlow's import takes longer than torch's on a loaded host: a later deadline, so
-    # rank 1 is in 'data' when it passes.
-    r, took = _launch("mpirun", tmp_path, "1:hang:data", *MWMS,
-                      "--set", "measure.run_timeout_s=60", timeout=180)
+    deadline = DEADLINE_S[NATIVE_FRAMEWORK[strategy]]
+    r, took = _launch("mpirun", tmp_path, "1:hang:data", *NATIVE[strategy],
+                      "--set", f"measure.run_timeout_s={deadline}", timeout=deadline + 120)
     out = r.stdout + r.stderr
-    assert r.returncode != 0 and took < 105, f"job took {took:.0f}s to end"
+    assert r.returncode != 0 and took < deadline + 45, f"job took {took:.0f}s to end"
     assert "rank 1 did not arrive: it has been in phase 'data'" in out, out[-3000:]
     assert "rank 0 did not arrive" not in out
     assert (tmp_path / "results.jsonl").read_text() == before
 
 
-def test_mwms_ctrl_c_to_the_launcher_ends_every_rank(tmp_path: Path) -> None:
-    marker = f"name=mwmsctrlc-{tmp_path.name}"
-    cmd = [*LAUNCHERS["mpirun"], *HVDSCALE, "run", "configs/demo.yaml", "--out", str(tmp_path),
-           "--set", "measure.steps=100000", "--set", "measure.warmup_steps=1", *MWMS,
-           "--set", marker]
-    p = subprocess.Popen(cmd, cwd=ROOT, env={**BASE_ENV, "HVDSCALE_FAULT": "*:mark:step:2"},
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         start_new_session=True)
-    lines: list[str] = []
-    threading.Thread(target=lambda: lines.extend(p.stdout), daemon=True).start()
-    try:
-        deadline = time.monotonic() + 90
-        while not _trained("".join(lines)) and time.monotonic() < deadline:
-            assert p.poll() is None, "".join(lines)[-3000:]
-            time.sleep(0.5)
-        assert _trained("".join(lines)), "".join(lines)[-3000:]
-        os.killpg(p.pid, signal.SIGINT)
-        p.wait(timeout=30)
-        assert _gone(marker), "a rank survived the Ctrl-C"
-        assert p.returncode != 0
-    finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-        for pid in _ranks_alive(marker):
-            subprocess.run(["kill", "-9", pid], check=False)
-
-
-def test_mwms_under_horovodrun_gloo_is_refused_with_one_clear_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize("strategy", list(NATIVE))
+def test_native_under_horovodrun_gloo_is_refused_with_one_clear_error(strategy: str,
+                                                                      tmp_path: Path) -> None:
     before = _seed_results(tmp_path)
-    r, _ = _launch("horovodrun-gloo", tmp_path, "", *MWMS, timeout=120)
+    r, _ = _launch("horovodrun-gloo", tmp_path, "", *NATIVE[strategy], timeout=120)
     out = r.stdout + r.stderr
     assert r.returncode != 0
-    assert out.count("strategy.name=mwms needs an MPI launch") == 1, out[-3000:]
+    assert out.count(f"strategy.name={strategy} needs an MPI launch") == 1, out[-3000:]
     # No rank's traceback (horovodrun's own RuntimeError on a failed rank is the launcher's).
-    assert "<stderr>:Traceback" not in out and "horovod.tensorflow" not in out
+    assert "<stderr>:Traceback" not in out and "hvdscale/train" not in out, out[-3000:]
     assert (tmp_path / "results.jsonl").read_text() == before
