@@ -67,8 +67,15 @@ class OptimConfig:
     scale_lr: Literal["none", "linear", "sqrt"] = "none"
     """Learning-rate rule under weak scaling (the global batch grows with the ranks): ``lr`` x
     1, x workers, or x sqrt(workers); strong scaling keeps ``lr`` (its global batch is fixed).
-    The rule and the rate in force are recorded with the run (``record.quality.optim``); the
-    scaled rate applies from the first step (no warm-up ramp yet)."""
+    The rule and the rate in force are recorded with the run (``record.quality.optim``); with
+    ``warmup_steps`` the scaled rate is reached gradually."""
+    warmup_steps: int = 0
+    """Gradual warm-up (Goyal et al.): over the first this many optimizer updates the rate
+    rises linearly from ``warmup_start_lr`` to the rate in force (``lr`` after ``scale_lr``),
+    then stays there; 0: that rate from the first update."""
+    warmup_start_lr: float | None = None
+    """Rate of the warm-up's first update; None: ``lr`` as configured, before ``scale_lr``
+    multiplies it (so without scaling there is nothing to ramp)."""
 
     def __post_init__(self) -> None:
         _check(self.name in ("sgd", "momentum", "adam"), "optim.name",
@@ -79,3 +86,7 @@ class OptimConfig:
                "must be two values in [0, 1)", list(self.betas))
         _check(self.scale_lr in ("none", "linear", "sqrt"), "optim.scale_lr",
                "must be none, linear or sqrt", self.scale_lr)
+        _check(self.warmup_steps >= 0, "optim.warmup_steps", "must be >= 0", self.warmup_steps)
+        if self.warmup_start_lr is not None:
+            _check(self.warmup_start_lr >= 0, "optim.warmup_start_lr", "must be >= 0",
+                   self.warmup_start_lr)

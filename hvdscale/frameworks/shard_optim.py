@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from hvdscale.config import OptimConfig
+from hvdscale.core.lr_warmup import rate_at
 
 
 class NumpyShardOptimizer:
@@ -30,6 +31,8 @@ class NumpyShardOptimizer:
         self.cfg = cfg
         self.grad = np.zeros_like(shard)
         self.t = 0
+        self.updates = 0
+        """Updates applied: the warm-up's position (``optim.warmup_steps``)."""
         # Plain SGD leaves a zero-gradient element unchanged (p - lr * 0 == p); momentum and
         # Adam move it through their state.
         self.keeps_zero_grad_rows = cfg.name == "sgd"
@@ -42,7 +45,9 @@ class NumpyShardOptimizer:
     def step(self) -> None:
         """Apply ``grad`` to the shard."""
         c, g, p = self.cfg, self.grad, self.shard
-        lr = np.float32(c.lr)
+        rate = rate_at(c, self.updates)  # exactly c.lr without a warm-up
+        self.updates += 1
+        lr = np.float32(rate)
         if c.name == "sgd":
             p -= lr * g
             return
@@ -58,7 +63,7 @@ class NumpyShardOptimizer:
         self.m += np.float32(1 - b1) * g
         self.v *= np.float32(b2)
         self.v += np.float32(1 - b2) * g * g
-        step_size = np.float32(c.lr / (1 - b1**self.t))
+        step_size = np.float32(rate / (1 - b1**self.t))
         denom = self._tmp
         np.sqrt(self.v, out=denom)
         denom /= np.float32(math.sqrt(1 - b2**self.t))

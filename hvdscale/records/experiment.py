@@ -118,7 +118,19 @@ def identity(config: Mapping[str, Any]) -> dict[str, Any]:
     if optim.get("name") != "adam":
         optim.pop("betas", None)
         optim.pop("eps", None)
+    _drop_idle_warmup(optim, data.get("scaling", "weak"))
     return c
+
+
+def _drop_idle_warmup(optim: dict[str, Any], scaling: Any) -> None:
+    """Drop ``optim.warmup_*`` where the rate is ``lr`` from the first update anyway (no steps,
+    or nothing to ramp from): records from before the setting keep their identity."""
+    scaled = optim.get("scale_lr", "none") != "none" and scaling == "weak"
+    if not optim.get("warmup_steps") or (optim.get("warmup_start_lr") is None and not scaled):
+        optim.pop("warmup_steps", None)
+        optim.pop("warmup_start_lr", None)
+    elif optim.get("warmup_start_lr") is None:
+        optim.pop("warmup_start_lr")
 
 
 def series_of(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -239,4 +251,5 @@ def record_key(config: Mapping[str, Any]) -> dict[str, Any]:
             "until": (measure.get("until") or {}).get("metric", "none"),
             "until_target": (measure.get("until") or {}).get("target"),
             "scale_lr": c.get("optim", {}).get("scale_lr", "none"),
+            "lr_warmup_steps": c.get("optim", {}).get("warmup_steps", 0),
             "name": config.get("name")}

@@ -23,6 +23,7 @@ from hvdscale.config import ModelConfig, OptimConfig
 from hvdscale.core.data import Batch
 from hvdscale.core.device import CPU, Placement
 from hvdscale.frameworks.embeddings import EmbeddingRows
+from hvdscale.frameworks.torch.warmup import warmup_optimizer
 from hvdscale.models import ModelSizes
 from hvdscale.models.torch import build_model
 from hvdscale.strategies.base import Scale
@@ -77,7 +78,11 @@ def gpu_provenance(placement: Placement) -> dict[str, Any] | None:
 
 
 def make_optimizer(params: list[torch.nn.Parameter], cfg: OptimConfig) -> torch.optim.Optimizer:
-    """The run's optimizer over ``params``."""
+    """The run's optimizer over ``params`` (with ``optim.warmup_steps``' ramp: ``warmup``)."""
+    return warmup_optimizer(_plain_optimizer(params, cfg), cfg)
+
+
+def _plain_optimizer(params: list[torch.nn.Parameter], cfg: OptimConfig) -> torch.optim.Optimizer:
     if cfg.name == "sgd":
         return torch.optim.SGD(params, lr=cfg.lr)
     if cfg.name == "momentum":
