@@ -39,7 +39,10 @@ _BOILERPLATE = re.compile(
     r"^(-{5,}|Primary job +terminated|a non-zero exit code|Per user-direction|"
     r"mpirun (detected|noticed|has exited)|Process name:|Exit code:|\[[\w.-]+:\d+\] \d+ more|"
     r"Set MCA parameter|srun: (error: )?(Job step aborted|.*Terminating|Force Terminated)|"
-    r"srun: error: [\w.-]+: tasks? [\d,-]+: (Killed|Terminated)$)")
+    r"srun: error: [\w.-]+: tasks? [\d,-]+: (Killed|Terminated)$|"
+    # TensorFlow's start-up log lines (glog format, absl's notice): never the reason.
+    r"[IW]\d{4} \d\d:\d\d:[\d.]+ +\d+ [\w.]+:\d+\]|"
+    r"WARNING: All log messages before absl::InitializeLog)")
 
 
 # --- where ranks may go (checked before any launch) ------------------------------------------
@@ -240,8 +243,12 @@ def read_out(out: Path) -> list[dict[str, Any]]:
 _LOST_DAEMON = re.compile(r"Remote daemon: *\[\[[\d,]+\],\d+\] on node ([\w.-]+)")
 
 
-def error_summary(stderr: str, max_lines: int = 3) -> str:
-    """The last telling lines of a failed launch's stderr, joined on one line."""
+def error_summary(stderr: str, max_lines: int = 3, stdout: str = "") -> str:
+    """The last telling lines of a failed launch's stderr, joined on one line.
+
+    A launcher that fails before any rank starts (horovodrun's host checks) may say why on its
+    stdout only: ``stdout`` is read when stderr has nothing telling.
+    """
     if lost := list(dict.fromkeys(_LOST_DAEMON.findall(stderr))):
         return (f"lost node {', '.join(lost)}: Open MPI lost contact with its daemon there "
                 "(the node died or its network failed)")
@@ -251,4 +258,6 @@ def error_summary(stderr: str, max_lines: int = 3) -> str:
     # hvdscale's fail-fast prints "hvdscale: error: ..." once; that line says it all.
     errs = [ln for ln in lines if "hvdscale: error" in ln or "Error:" in ln or "error:" in ln]
     pick = errs[-1:] if errs else lines[-max_lines:]
+    if not pick and stdout:
+        return error_summary(stdout, max_lines)
     return " / ".join(pick)[:500] or "(no stderr)"

@@ -318,13 +318,13 @@ def run_point(spec: SweepSpec, point: Point, hostfile_path: Path | None = None) 
                 "while exiting and was ended)") if timed_out else ""
         return Outcome(point, "ok", seconds, rec["words_per_s"], error=late.strip(), log=out_log,
                        record=rec)
-    stderr = err_log.read_text(errors="replace")
+    stderr, stdout = (f.read_text(errors="replace") if f.exists() else ""
+                      for f in (err_log, out_log))
     if timed_out:
         error = f"timed out after {spec.timeout_s:g} s (no record written); ended the launch"
-    elif rc == 0:
-        error = "launch exited 0 but wrote no record: " + error_summary(stderr)
     else:
-        error = f"exit {rc}: " + error_summary(stderr)
+        why = error_summary(stderr, stdout=stdout)
+        error = (f"exit {rc}: " if rc else "launch exited 0 but wrote no record: ") + why
     append_record(spec.out, {
         "schema": 1, "status": "failed", "name": point.cfg.name, "started": started,
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -251,3 +251,13 @@ def test_progress_interval_reaches_the_points_only_when_given(tmp_path: Path) ->
     spec = _plan(tmp_path, progress_every=60.0)
     argv = run_argv(spec, spec.points[0])
     assert argv[argv.index("--progress-every") + 1] == "60"
+
+
+def test_error_summary_skips_tensorflow_start_up_logs_and_reads_stdout_if_needed() -> None:
+    noise = ("WARNING: All log messages before absl::InitializeLog() is called are written to "
+             "STDERR\nI0000 00:00:1795520194.683212    6530 port.cc:153] oneDNN custom "
+             "operations are on.\n")
+    said = "Checking connectivity\nRuntimeError: could not connect to some hosts via ssh\n"
+    assert error_summary(noise, stdout=said) == (
+        "RuntimeError: could not connect to some hosts via ssh")
+    assert error_summary(noise + "hvdscale: error: bad key\n") == "hvdscale: error: bad key"
