@@ -58,7 +58,11 @@ def test_a_changed_generated_line_fails(tmp_path: Path) -> None:
                       text, re.S).group(0)
     check = _checker()
     assert check.check_generated(block) == (1, [])
-    n, bad = check.check_generated(block.replace("x1.067 (0.899-1.075)", "x1.167 (0.899-1.075)"))
+    # The block's first paired ratio (whatever the last run measured), its first digit bumped.
+    ratio = re.search(r"x(\d)\.\d{3} \(", block)
+    assert ratio is not None, "the fusion block shows no paired ratio"
+    bumped = f"x{int(ratio.group(1)) + 1}" + ratio.group(0)[2:]
+    n, bad = check.check_generated(block.replace(ratio.group(0), bumped, 1))
     assert n == 1 and len(bad) == 1 and "differs from the render" in bad[0]
 
 
