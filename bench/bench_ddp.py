@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from emit import emit  # bench/ is on sys.path when a script runs
+from emit import emit, paired, words_per_s  # bench/ is on sys.path when a script runs
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ("configs/demo.yaml", "configs/commheavy_torch.yaml")
@@ -88,12 +88,6 @@ def breakdown(rec: dict) -> dict:
     return out
 
 
-def paired(a: list[float], b: list[float]) -> dict | None:
-    """Per-round ratios a/b: median and spread."""
-    r = [x / y for x, y in zip(a, b, strict=False) if y]
-    if not r:
-        return None
-    return {"median": statistics.median(r), "min": min(r), "max": max(r), "n": len(r)}
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -121,8 +115,6 @@ def measure(args: argparse.Namespace) -> dict:
     return res
 
 
-def _wps(runs: list[dict]) -> list[float]:
-    return [r["words_per_s"] for r in runs]
 
 
 def render(res: dict) -> str:
@@ -130,34 +122,34 @@ def render(res: dict) -> str:
     lines = [f"np={res['np']}, {res['rounds']} interleaved rounds; quiet={res.get('quiet')}.", ""]
     for config, c in res["configs"].items():
         runs = c["runs"]
-        ind = _wps(runs["independent"])
+        ind = words_per_s(runs["independent"])
         lines += [f"**{config}**", "",
                   "|Variant|Words/s (median)|Efficiency vs independent (%)|Step (ms)|"
                   "Comm (ms)|Forward+backward (ms)|",
                   "|:--|--:|--:|--:|--:|--:|"]
         for v, rs in runs.items():
-            eff = paired(_wps(rs), ind)
+            eff = paired(words_per_s(rs), ind)
             bd = rs[-1]["breakdown"]
             fb = (bd.get("forward_ms", 0) + bd.get("backward_ms", 0)) if "forward_ms" in bd \
                 else None
             step = statistics.median(r["step_ms"] for r in rs)
-            lines.append(f"|{v}|{statistics.median(_wps(rs)):.0f}|{100 * eff['median']:.1f}|"
+            lines.append(f"|{v}|{statistics.median(words_per_s(rs)):.0f}|{100 * eff['median']:.1f}|"
                          f"{step:.1f}|{_f(bd.get('comm_ms'))}|{_f(fb)}|")
         lines.append("")
         for a, b in (("horovod", "ddp"), ("horovod tuned", "ddp tuned"),
                      ("horovod fp16", "ddp fp16 hook"), ("ddp powersgd", "ddp")):
             if a in runs and b in runs:
-                p = paired(_wps(runs[a]), _wps(runs[b]))
+                p = paired(words_per_s(runs[a]), words_per_s(runs[b]))
                 lines.append(f"- {a} / {b}: x{p['median']:.3f} (rounds {p['min']:.3f}-"
                              f"{p['max']:.3f}, n={p['n']})")
         lines.append("")
     idle = res.get("idle") or {}
     if idle.get("zero") and idle.get("join"):
-        p = paired(_wps(idle["join"]), _wps(idle["zero"]))
+        p = paired(words_per_s(idle["join"]), words_per_s(idle["zero"]))
         lines.append(f"DDP idle ranks (epoch mode, bucketed): join / zero step x{p['median']:.3f} "
                      f"(rounds {p['min']:.3f}-{p['max']:.3f}, n={p['n']}); "
-                     f"zero {statistics.median(_wps(idle['zero'])):.0f} words/s, "
-                     f"join {statistics.median(_wps(idle['join'])):.0f} words/s.")
+                     f"zero {statistics.median(words_per_s(idle['zero'])):.0f} words/s, "
+                     f"join {statistics.median(words_per_s(idle['join'])):.0f} words/s.")
     return "\n".join(lines) + "\n"
 
 

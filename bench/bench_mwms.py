@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from emit import emit  # bench/ is on sys.path when a script runs
+from emit import emit, paired, words_per_s  # bench/ is on sys.path when a script runs
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = {"independent": ("strategy.name=independent",),
@@ -66,33 +66,27 @@ def measure(args: argparse.Namespace) -> dict:
             "runs": runs}
 
 
-def paired(a: list[float], b: list[float]) -> dict:
-    """Per-round ratios a / b: median, min, max and count."""
-    r = [x / y for x, y in zip(a, b, strict=True)]
-    return {"median": statistics.median(r), "min": min(r), "max": max(r), "n": len(r)}
 
 
-def _wps(runs: list[dict]) -> list[float]:
-    return [r["words_per_s"] for r in runs]
 
 
 def render(res: dict) -> str:
     """The BENCHMARKS.md table and ratios, computed from the raw result alone."""
     runs = res["runs"]
-    ind = _wps(runs["independent"])
+    ind = words_per_s(runs["independent"])
     lines = [f"{res['config']}, framework=tf, np={res['np']}, {res['rounds']} interleaved "
              f"rounds; max 1-minute load {res.get('load_1min_max', float('nan')):.1f}, "
              f"quiet={res.get('quiet')}.", "",
              "|Strategy|Words/s (median)|Step (ms, median)|Efficiency vs independent (%)|",
              "|:--|--:|--:|--:|"]
     for v, rs in runs.items():
-        eff = paired(_wps(rs), ind)
-        lines.append(f"|{v}|{statistics.median(_wps(rs)):.0f}|"
+        eff = paired(words_per_s(rs), ind)
+        lines.append(f"|{v}|{statistics.median(words_per_s(rs)):.0f}|"
                      f"{statistics.median(r['step_ms'] for r in rs):.1f}|"
                      f"{100 * eff['median']:.1f}|")
     lines.append("")
     for a, b in PAIRS:
-        p = paired(_wps(runs[a]), _wps(runs[b]))
+        p = paired(words_per_s(runs[a]), words_per_s(runs[b]))
         lines.append(f"- {a} / {b}: x{p['median']:.3f} (rounds {p['min']:.3f}-{p['max']:.3f}, "
                      f"n={p['n']})")
     return "\n".join(lines) + "\n"

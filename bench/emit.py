@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +80,16 @@ def emit(result: dict[str, Any], json_path: str = "") -> dict[str, Any]:
     if json_path:
         Path(json_path).write_text(text)
     return out
+
+
+def paired(a: list[float], b: list[float]) -> dict[str, float] | None:
+    """Per-round ratios a / b of two variants measured in the same rounds: median, min, max, n."""
+    r = [x / y for x, y in zip(a, b, strict=False) if y]
+    if not r:
+        return None
+    return {"median": statistics.median(r), "min": min(r), "max": max(r), "n": len(r)}
+
+
+def words_per_s(runs: list[dict[str, Any]]) -> list[float]:
+    """The words/s of each run, in round order."""
+    return [r["words_per_s"] for r in runs]
