@@ -19,6 +19,13 @@ from hvdscale.frameworks.tf.tf_config import (
 )
 
 
+@pytest.fixture(autouse=True)
+def _no_tf_config_leak(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The builder exports TF_CONFIG; keep it from leaking into later tests' subprocesses."""
+    monkeypatch.setenv("TF_CONFIG", "")
+    monkeypatch.delenv("TF_CONFIG")
+
+
 def test_defaults_and_overrides() -> None:
     cfg = load_config(None, ["framework=tf", "strategy.name=mwms",
                              "strategy.mwms.communication=ring", "strategy.mwms.port=23456",
