@@ -173,8 +173,12 @@ def _ratios(mats: dict[str, np.ndarray], rounds: int, block: int) -> dict[str, A
     # Paired: per round, the median step of one loop's block over the other's.
     per_round = {k: np.median(v.reshape(rounds, block), axis=1) for k, v in mats.items()}
     progress = per_round["hvdscale"] / per_round["hvdscale_no_progress"]
+    overhead = per_round["hvdscale"] / per_round["minimal"]
     return {"median_step_s": med, "ratio": med["hvdscale"] / med["minimal"],
             "overhead_pct": 100.0 * (med["hvdscale"] / med["minimal"] - 1),
+            "overhead_pct_paired_rounds": 100.0 * (float(np.median(overhead)) - 1),
+            "overhead_pct_paired_rounds_range": [100.0 * (float(x) - 1)
+                                                 for x in (overhead.min(), overhead.max())],
             "overhead_pct_without_progress":
                 100.0 * (med["hvdscale_no_progress"] / med["minimal"] - 1),
             "progress_ratio": med["hvdscale"] / med["hvdscale_no_progress"],

@@ -38,10 +38,11 @@ def _ms(s: float, spec: str = ".2f") -> str:
 
 
 def issue3_overhead(d: dict) -> list[str]:
-    m = d["median_step_s"]
-    return [f"| minimal Horovod loop | {_ms(m['minimal'])} |",
-            f"| hvdscale `horovod` | {_ms(m['hvdscale'])} |",
-            f"| **overhead** | **+{d['overhead_pct']:.1f} %** (target"]
+    m, (lo, hi) = d["median_step_s"], d["overhead_pct_paired_rounds_range"]
+    return [f"| {d['rounds']} | {_ms(m['minimal'])} | {_ms(m['hvdscale'])} | "
+            f"{d['overhead_pct']:+.1f} % | {d['overhead_pct_paired_rounds']:+.1f} % "
+            f"({lo:+.1f}..{hi:+.1f}) | {d['load_1min_max']:.2f} | "
+            f"{'yes' if d['quiet'] else 'no'} |"]
 
 
 def issue3_strategies(d: dict) -> list[str]:
@@ -70,13 +71,6 @@ def issue6_soak(d: dict) -> list[str]:
     deciles = ", ".join(f"{x:.1f}" for x in d["step_time_decile_medians_ms"])
     return [*out, deciles, f"= {d['last_over_first_decile']:.2f}, no drift",
             f"{d['words_per_s']:.0f} words/s over the 1,000 steps"]
-
-
-def issue7_bucketing(d: dict) -> list[str]:
-    out = [f"| np={n}, {rnn} | {d[f'throughput_np{n}_{rnn}']['pad to max']['words_per_s']:.0f} |"
-           for n in (1, 2) for rnn in ("fused", "loop")]
-    return out + [f"| {v['idle_ms_per_step']:.1f} | {v['idle_pct']:.1f} % |"
-                  for v in d["straggler"].values()]
 
 
 def issue10_frameworks(d: dict) -> list[str]:
@@ -179,12 +173,13 @@ def issue20_overhead(d: dict) -> list[str]:
 
 
 CHECKS: list[tuple[str, str, Callable[[Any], list[str]]]] = [
-    ("issue 3 harness overhead", "overhead_issue3.json", issue3_overhead),
+    ("issue 3 harness overhead", "overhead_issue24.json", issue3_overhead),
+    ("issue 3 harness overhead run 2", "overhead_issue24_run2.json", issue3_overhead),
+    ("issue 3 harness overhead run 3", "overhead_issue24_run3.json", issue3_overhead),
     ("issue 3 scaling", "strategies_np2.json", issue3_strategies),
     ("issue 4 parameter server np=2", "ps_comm_np2.json", issue4_ps),
     ("issue 4 parameter server np=3", "ps_comm_np3.json", issue4_ps),
     ("issue 6 soak", "soak.json", issue6_soak),
-    ("issue 7 bucketing", "bucketing_issue7.json", issue7_bucketing),
     ("issue 10 frameworks", "frameworks.json", issue10_frameworks),
     ("issue 10 TF harness overhead", "overhead_tf.json", overhead_tf),
     ("issue 16 work split", "bucketing_work_split.json", issue16_work_split),

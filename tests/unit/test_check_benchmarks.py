@@ -4,12 +4,14 @@ checked on a copy of the text with one number changed, and with one generated li
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import shutil
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MD = ROOT / "bench" / "BENCHMARKS.md"
+RESULTS = ROOT / "bench" / "results"
 
 
 def _checker():
@@ -33,22 +35,29 @@ def test_the_shipped_text_matches_its_raw_files() -> None:
     assert n > 50 and bad == []
 
 
+def _overhead_row() -> tuple[str, str]:
+    """Issue 3's harness-overhead row as the text prints it, and its minimal-loop figure."""
+    row = _checker().issue3_overhead(json.loads((RESULTS / "overhead_issue24.json").read_text()))
+    return row[0], row[0].split(" | ")[1]
+
+
 def test_a_changed_headline_figure_fails(tmp_path: Path) -> None:
-    # Issue 3's harness overhead, one digit changed (58.40 ms -> 58.41 ms).
-    md = _tampered(tmp_path, "| minimal Horovod loop | 58.40 |", "| minimal Horovod loop | 58.41 |")
-    check = _checker()
-    _, bad = check.check_figures(md.read_text(), ROOT / "bench" / "results")
-    assert len(bad) == 1 and "issue 3 harness overhead" in bad[0] and "58.40" in bad[0]
+    # Issue 3's harness overhead, the minimal loop's last digit changed.
+    row, minimal = _overhead_row()
+    changed = minimal[:-1] + str((int(minimal[-1]) + 1) % 10)
+    md = _tampered(tmp_path, f"| {minimal} |", f"| {changed} |")
+    _, bad = _checker().check_figures(md.read_text(), RESULTS)
+    assert len(bad) == 1 and "issue 3 harness overhead" in bad[0] and row in bad[0]
 
 
 def test_a_raw_file_that_changed_fails(tmp_path: Path) -> None:
     # The text stays; the raw result says something else now.
     results = tmp_path / "results"
     shutil.copytree(ROOT / "bench" / "results", results)
-    raw = results / "overhead_issue3.json"
-    raw.write_text(re.sub(r'"overhead_pct": [\d.]+', '"overhead_pct": 2.0', raw.read_text()))
+    raw = results / "overhead_issue24.json"
+    raw.write_text(re.sub(r'"overhead_pct": [\d.]+', '"overhead_pct": 7.04', raw.read_text()))
     _, bad = _checker().check_figures(MD.read_text(), results)
-    assert len(bad) == 1 and "**+2.0 %** (target" in bad[0]
+    assert len(bad) == 1 and "| +7.0 % |" in bad[0]
 
 
 def test_a_changed_generated_line_fails(tmp_path: Path) -> None:
@@ -67,7 +76,8 @@ def test_a_changed_generated_line_fails(tmp_path: Path) -> None:
 
 
 def test_main_exits_non_zero_on_a_mismatch(tmp_path: Path, capsys) -> None:
-    md = _tampered(tmp_path, "**+1.1 %**", "**+0.9 %**")
+    row, minimal = _overhead_row()
+    md = _tampered(tmp_path, row, row.replace(f"| {minimal} |", "| 1.00 |"))
     text = md.read_text()
     # Keep only the hand-written figures (generated blocks are tested above).
     md.write_text(re.sub(r"<!-- generated: .*?<!-- end generated -->", "", text, flags=re.S))
