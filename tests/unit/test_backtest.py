@@ -11,7 +11,7 @@ import pytest
 
 from hvdscale.cli import main
 from hvdscale.errors import HvdscaleError
-from hvdscale.study.predict.backtest import run_backtest
+from hvdscale.study.predict.backtest import render, run_backtest
 from hvdscale.study.predict.tables import TABLES_DIR, load_tables, read_table
 
 
@@ -53,6 +53,7 @@ def test_predictions_never_see_the_held_out_rows(tmp_path: Path) -> None:
         [r["predicted_words_per_s"] for r in b["predictions"]]
     assert b["predictions"][-1]["measured_words_per_s"] == \
         2 * a["predictions"][-1]["measured_words_per_s"]
+    assert b["measured"][-1][1] == 2 * a["measured"][-1][1]  # what the plot draws
 
 
 def test_a_table_with_a_missing_n_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture
@@ -74,3 +75,29 @@ def test_cli_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     data = json.loads(out.read_text())
     assert {e["table"] for e in data["entries"]} == {t.name for t in load_tables()}
     assert "Worst at the largest n" in capsys.readouterr().out
+
+
+def test_interval_coverage_is_counted_and_printed() -> None:
+    res = run_backtest()
+    inside = [e for e in res["entries"] if e["inside_interval"]]
+    for e in inside:
+        lo, hi = e["interval_words_per_s"]
+        assert lo <= e["measured_words_per_s"] <= (hi or float("inf"))
+    # a t-based prediction interval: 22 of 39 (the normal interval of the mean held 15)
+    assert res["overall"]["interval_coverage"] == len(inside) == 22
+    assert "The 95 % prediction interval holds 22 of the 39 held-out" in render(res)
+
+
+def test_misses_name_the_chosen_family_only() -> None:
+    text = render(run_backtest())
+    assert "No family fits" not in text
+    assert "The chosen family misses by more than 10 % at n = 8" in text
+
+
+@pytest.mark.parametrize("fit_max", ["7", "8", "20"])
+def test_fit_max_leaving_nothing_to_predict_is_refused(capsys: pytest.CaptureFixture,
+                                                       fit_max: str) -> None:
+    assert main(["backtest", "--fit-max", fit_max]) == 2
+    err = capsys.readouterr().err
+    assert f"--fit-max {fit_max} leaves nothing to predict" in err and "Traceback" not in err
+    assert "seed000_independent_dynamic_rnn (largest n 7)" in err

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hvdscale.cli import main
@@ -18,6 +20,7 @@ from hvdscale.study.predict.families import (
     expected_max_normal,
     families_for,
 )
+from hvdscale.study.predict.fitoutput import _params
 from hvdscale.study.predict.ownfit import fit_records
 
 NS = list(range(1, 9))
@@ -73,7 +76,7 @@ def test_ddp_and_mwms_are_rings() -> None:
 
 # ---- own records: crafted, each rank's compute, idle and communication known ----------------
 
-def _rec(strategy: str, n: int, comm: float, exp: int = 0) -> dict:
+def _rec(strategy: str, n: int, comm: float, exp: int = 0, servers: int = 1) -> dict:
     steps, words, c1, g1 = 10, 1000, 1e-3, 0.02
     compute = words * c1 * (1 + 0.05 * (n - 1))
     if strategy == "horovod":  # overlapped (hooks): backward (2/3 of compute) hides comm
@@ -84,7 +87,8 @@ def _rec(strategy: str, n: int, comm: float, exp: int = 0) -> dict:
            for r in range(n)]
     step = rts[0]["step_s"] / steps
     cfg = {"name": "t", "framework": "torch", "model": {"kind": "nmt", "rnn_impl": "fused"},
-           "data": {"batch_size": 8 + exp}, "strategy": {"name": strategy}}
+           "data": {"batch_size": 8 + exp},
+           "strategy": {"name": strategy, "ps": {"num_servers": servers}}}
     return {"status": "ok", "kind": "run", "workers": n, "ranks": n, "config": cfg,
             "words": n * words, "window_s": rts[0]["step_s"], "words_per_s": n * words / 10 / step,
             "rank_times": rts, "idle": {"per_rank": [{"rank": r, "idle_s": idle}
@@ -103,6 +107,7 @@ def test_own_records_fit_the_shared_link_and_predict_beyond() -> None:
     res = fit_records(_records(), 1.0, 1, [1, 2, 4, 8])["strategies"]["ps"]
     assert res["family"] in ("ps", "shared-link")  # the same formula with k = 1
     assert res["params"][0]["value"] == pytest.approx(0.1 / 10, rel=1e-6)  # per step
+    assert len(res["held_out"]) == 3  # n = 2, 3, 4: not vacuous
     assert all(abs(h["error_pct"]) < 1e-6 for h in res["held_out"].values())
     p8 = res["predictions"][-1]
     assert p8["beyond_measured"] and p8["compute_source"].startswith("1-worker compute")
@@ -127,7 +132,9 @@ def _cli(tmp_path: Path, recs: list[dict], capsys: pytest.CaptureFixture) -> tup
 
 
 @pytest.mark.parametrize("case, message", [
-    ("one", "one rank count only"), ("mixed", "experiments"), ("gap", "misses n = 2")])
+    ("one", "one rank count only"), ("mixed", "experiments"), ("gap", "misses n = 2"),
+    ("servers", "torch / fused / ps; torch / fused / ps x2"),
+    ("framework", "tf / fused / ps")])
 def test_bad_records_give_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture,
                                           case: str, message: str) -> None:
     recs = _records()
@@ -137,8 +144,95 @@ def test_bad_records_give_one_clear_error(tmp_path: Path, capsys: pytest.Capture
         other = copy.deepcopy(recs[-1])
         other["config"]["data"]["batch_size"] = 99
         recs.append(other)
+    elif case in ("servers", "framework"):  # another series of the same experiment
+        for r in [copy.deepcopy(r) for r in recs if r["config"]["strategy"]["name"] == "ps"]:
+            if case == "servers":
+                r["config"]["strategy"]["ps"]["num_servers"] = 2
+            else:
+                r["config"]["framework"] = "tf"
+            recs.append(r)
     else:
         recs = [r for r in recs if r["workers"] != 2]
     code, err = _cli(tmp_path, recs, capsys)
     assert code != 0 and message in err and "Traceback" not in err
     assert err.count("\n") == 1
+
+
+# ---- review fixes: byte scale, degrees of freedom, prediction interval, unphysical fits ------
+
+def _noisy(family: str) -> list[float]:
+    return [v + 0.01 * ((-1) ** i) * (1 + i % 3) for i, v in enumerate(_table(family, 1))]
+
+
+@pytest.mark.parametrize("family", ["ring", "shared-link+straggler"])
+def test_uncertainty_does_not_depend_on_the_byte_scale(family: str) -> None:
+    y = _noisy(family)  # real S is 1e6-1e8 bytes next to a basis of ~1 (alpha, sigma)
+    small, big = (F.fit_family(FAMILIES[family], NS, y, nbytes=s) for s in (1.0, 1e7))
+    for n in (8, 16, 64):
+        assert big.predict(n)[1] == pytest.approx(small.predict(n)[1], rel=1e-6)
+        assert big.half_width(n) == pytest.approx(small.half_width(n), rel=1e-6)
+    se = {q["name"]: q["se"] for q in small.table()}
+    se_big = {q["name"]: q["se"] for q in big.table()}
+    assert se_big["intercept"] == pytest.approx(se["intercept"], rel=1e-6)
+    second = FAMILIES[family].terms[1].param  # the small direction pinv(X^T X) dropped
+    assert se_big[second] == pytest.approx(se[second], rel=1e-6) and se[second] > 1e-4
+
+
+def test_n1_without_intercept_adds_no_degree_of_freedom() -> None:
+    f = F.fit_family(FAMILIES["shared-link"], [1, 2], [0.0, 0.1], intercept=False)
+    assert f.dof == 0 and f.table()[0]["se"] is None
+    assert f.predict(1) == (0.0, 0.0) and math.isnan(f.predict(2)[1])
+    recs = [_rec(s, n, 0.1 * (n - 1)) for s in ("ps", "independent") for n in (1, 2)]
+    res = fit_records(recs, 1.0, None, [2, 8])["strategies"]["ps"]
+    assert all(q["se"] is None for q in res["slowdown"] + res["params"])
+    assert "(se unknown)" in _params(res["slowdown"]) and "+- 0" not in _params(res["params"])
+    assert res["predictions"][1]["interval"] == [None, None]  # unknown, not a zero width
+    # the replicas' slowdown alone unknown (one record at n = 1, 2): still no interval at 8
+    recs = [_rec("ps", n, 0.1 * (n - 1)) for n in (1, 2, 3, 4)] + recs[2:]
+    res = fit_records(recs, 1.0, None, [8])["strategies"]["ps"]
+    assert res["params"][0]["se"] is not None and res["slowdown"][0]["se"] is None
+    assert res["predictions"][0]["interval"] == [None, None]
+
+
+def test_t_quantiles() -> None:
+    stats = pytest.importorskip("scipy.stats")
+    for dof in range(1, 80):
+        assert F.t975(dof) == pytest.approx(stats.t.ppf(0.975, dof), abs=2e-3)
+    assert math.isnan(F.t975(0))
+
+
+def test_prediction_interval_covers_95_percent_of_new_points() -> None:
+    rng = np.random.default_rng(7)
+    fam, truth = FAMILIES["shared-link"], lambda n: 1.0 + 0.1 * (n - 1)
+    for ns in ([1, 2, 3, 4], [1, 1, 2, 2, 3, 3, 4, 4]):  # dof 2 and 6
+        inside = 0
+        for _ in range(2000):  # 1.96 x the mean's sd alone would cover 55-85 %
+            f = F.fit_family(fam, ns, [truth(n) + rng.normal(0, 0.05) for n in ns])
+            new = truth(5) + rng.normal(0, 0.05)
+            inside += abs(new - f.predict(5)[0]) <= f.half_width(5)
+        assert 0.93 <= inside / 2000 <= 0.97, ns
+
+
+def test_all_unphysical_fits_are_called_unphysical() -> None:
+    y = [1.5 - 0.05 * (n - 1) for n in NS]  # faster with more ranks: no cost explains it
+    c = F.choose(families_for("ps"), NS, y)
+    assert c.how.startswith("NO PHYSICAL FIT") and "cannot score" not in c.how
+    assert "inv_bandwidth = -" in c.how and not F.physical(c.fit)
+    ok = F.choose(families_for("ps"), [1, 2], [1.0, 1.1])
+    assert "cannot score" in ok.how and F.physical(ok.fit)
+
+
+def test_ps_servers_come_from_the_records(tmp_path: Path, capsys: pytest.CaptureFixture
+                                          ) -> None:
+    # k = 2: the servers only become the bottleneck past n = 2 (basis 0, 0, 0.5, 1)
+    recs = [_rec(s, n, 1.0 * (max(1, n / 2) - 1), servers=2)
+            for s in ("ps", "independent") for n in (1, 2, 3, 4)]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert main(["predict", "configs/demo.yaml", "--fit", str(tmp_path), "--ranks", "8",
+                 "--json"]) == 0  # demo.yaml says num_servers 1: the records win
+    res = json.loads(capsys.readouterr().out)["fit"]
+    assert res["servers"] == 2 and res["strategies"]["ps"]["family"] == "ps"
+    per_byte = res["strategies"]["ps"]["params"][0]["value"]  # s per byte of the config's S
+    assert per_byte * res["bytes_per_step"] == pytest.approx(0.1, rel=1e-6)
+    assert main(["predict", "configs/demo.yaml", "--fit", str(tmp_path), "--servers", "1"]) == 2
+    assert "num_servers=2" in capsys.readouterr().err

@@ -3,7 +3,9 @@
 Per table the step time per batch is fitted as t(n) = t0 + family(n) (``fit.choose`` over the
 table's strategy's families in ``families.STRATEGY_FAMILIES``, the same procedure for every
 table, no per-table choice by hand); predicted words/s at n is n x (words per GPU per step, the
-mean over the fitted points) / t(n), with an interval from the parameters' uncertainty.
+mean over the fitted points) / t(n), with a 95 % prediction interval (Student t on the fit's
+degrees of freedom; the parameters' uncertainty plus one new point's residual scatter). The
+result counts how many held-out points fall inside it (``interval_coverage``).
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from hvdscale.errors import HvdscaleError
 from hvdscale.study.plotting import figure
 from hvdscale.study.predict.families import families_for
-from hvdscale.study.predict.fit import Z95, choose
+from hvdscale.study.predict.fit import choose
 from hvdscale.study.predict.tables import Table, load_tables
 
 FIT_MAX = 4
@@ -24,11 +27,11 @@ GOAL_PCT = 10.0
 STRETCH_PCT = 5.0
 
 
-def _interval(n: int, words: float, t: float, sd: float) -> tuple[float | None, float | None]:
-    """words/s interval from the step time's +- Z95 x sd (None where unknown or unbounded)."""
-    if not math.isfinite(sd):
+def _interval(n: int, words: float, t: float, hw: float) -> tuple[float | None, float | None]:
+    """words/s interval from the step time's +- ``hw`` (None where unknown or unbounded)."""
+    if not math.isfinite(hw):
         return None, None
-    hi_t, lo_t = t + Z95 * sd, t - Z95 * sd
+    hi_t, lo_t = t + hw, t - hw
     return n * words / hi_t, (n * words / lo_t if lo_t > 0 else None)
 
 
@@ -42,12 +45,13 @@ def backtest_table(table: Table, fit_max: int = FIT_MAX) -> dict[str, Any]:
     for i, n in enumerate(table.gpus):
         if n <= fit_max:
             continue
-        t, sd = choice.fit.predict(n)
+        t = choice.fit.predict(n)[0]
         pred = n * words / t
-        lo, hi = _interval(n, words, t, sd)
+        lo, hi = _interval(n, words, t, choice.fit.half_width(n))
         meas = table.words_per_s[i]
         rows.append({"table": table.name, "n": n, "measured_words_per_s": meas,
                      "predicted_words_per_s": pred, "interval_words_per_s": [lo, hi],
+                     "inside_interval": lo is not None and lo <= meas <= (hi or math.inf),
                      "error_pct": 100.0 * (pred - meas) / meas})
     last = rows[-1] if rows else None
     out: dict[str, Any] = {
@@ -58,6 +62,7 @@ def backtest_table(table: Table, fit_max: int = FIT_MAX) -> dict[str, Any]:
         "scores_pct": {k: 100 * v for k, v in choice.scores.items()},
         "held_out_fit_pct": {str(n): 100 * e for n, e in choice.held_out.items()},
         "predictions": rows, "largest_n": last["n"] if last else None,
+        "measured": [[n, w] for n, w in zip(table.gpus, table.words_per_s, strict=True)],
         "fit_curve": [[n, n * words / choice.fit.predict(n)[0]] for n in table.gpus],
         "error_at_largest_pct": last["error_pct"] if last else None}
     out["within_goal"] = last is not None and abs(last["error_pct"]) <= GOAL_PCT
@@ -67,8 +72,17 @@ def backtest_table(table: Table, fit_max: int = FIT_MAX) -> dict[str, Any]:
 
 
 def run_backtest(directory: Path | None = None, fit_max: int = FIT_MAX) -> dict[str, Any]:
-    """Back-test every table; ``entries`` holds one row per table and held-out n."""
+    """Back-test every table; ``entries`` holds one row per table and held-out n.
+
+    Raises:
+        HvdscaleError: ``fit_max`` leaves a table no rank count to predict.
+    """
     tables = load_tables(directory) if directory else load_tables()
+    short = [f"{t.name} (largest n {max(t.gpus)})" for t in tables if max(t.gpus) <= fit_max]
+    if short or not tables:
+        raise HvdscaleError(f"--fit-max {fit_max} leaves nothing to predict in "
+                            f"{', '.join(short) or 'any table (no tables)'}: choose --fit-max "
+                            "below every table's largest n")
     per = [backtest_table(t, fit_max) for t in tables]
     entries = [r for p in per for r in p["predictions"]]
     worst = max(per, key=lambda p: abs(p["error_at_largest_pct"] or 0.0))
@@ -79,7 +93,9 @@ def run_backtest(directory: Path | None = None, fit_max: int = FIT_MAX) -> dict[
                         "worst_error_at_largest_pct": worst["error_at_largest_pct"],
                         "tables_within_goal": sum(p["within_goal"] for p in per),
                         "tables": len(per), "mean_abs_error_pct": float(np.mean(errs)),
-                        "max_abs_error_pct": float(np.max(errs))}}
+                        "max_abs_error_pct": float(np.max(errs)),
+                        "interval_coverage": sum(e["inside_interval"] for e in entries),
+                        "held_out_points": len(entries)}}
 
 
 def render_summary(result: dict[str, Any]) -> str:
@@ -100,6 +116,9 @@ def render_summary(result: dict[str, Any]) -> str:
                  f"{o['tables']} tables within "
                  f"{result['goal_pct']:g} %; mean |error| over every held-out n "
                  f"{o['mean_abs_error_pct']:.1f} %.")
+    if "interval_coverage" in o:  # absent from raw files made before it was counted
+        lines.append(f"The 95 % prediction interval holds {o['interval_coverage']} of the "
+                     f"{o['held_out_points']} held-out measurements.")
     return "\n".join(lines) + "\n"
 
 
@@ -115,7 +134,8 @@ def render(result: dict[str, Any]) -> str:
                   f"- family: {p['family']}: t(n) = t0 + {p['formula']} ({p['meaning']}); "
                   f"chosen by {p['how']}",
                   f"- parameters: {params}", f"- held-out error on the fitted points: {held}",
-                  "", "|n|Measured words/s|Predicted words/s|95 % interval|Error (%)|",
+                  "", "|n|Measured words/s|Predicted words/s|95 % prediction interval|"
+                  "Error (%)|",
                   "|--:|--:|--:|:--|--:|"]
         for r in p["predictions"]:
             lo, hi = r["interval_words_per_s"]
@@ -123,9 +143,9 @@ def render(result: dict[str, Any]) -> str:
             lines.append(f"|{r['n']}|{r['measured_words_per_s']:.0f}|"
                          f"{r['predicted_words_per_s']:.0f}|{iv}|{r['error_pct']:+.1f}|")
         if not p["within_goal"]:
-            lines.append(f"\nNo family fits within {result['goal_pct']:g} % at n = "
-                         f"{p['largest_n']}; the residual exceeds {result['stretch_pct']:g} % "
-                         f"from n = {p['residual_from_n']}.")
+            lines.append(f"\nThe chosen family misses by more than {result['goal_pct']:g} % "
+                         f"at n = {p['largest_n']}; the residual exceeds "
+                         f"{result['stretch_pct']:g} % from n = {p['residual_from_n']}.")
         lines.append("")
     lines += ["## Summary", "", render_summary(result)]
     return "\n".join(lines)
@@ -136,19 +156,21 @@ def plot(result: dict[str, Any], path: Path) -> Path:
     tabs = result["tables"]
     cols = 5
     rows = math.ceil(len(tabs) / cols)
-    tables = {t.name: t for t in load_tables()}
+    # raw files made before the points were carried: the shipped tables
+    shipped = {t.name: [[n, w] for n, w in zip(t.gpus, t.words_per_s, strict=True)]
+               for t in load_tables()} if any("measured" not in p for p in tabs) else {}
     with figure(path, rows, cols, figsize=(3.4 * cols, 3.0 * rows), squeeze=False) as (fig, ax):
         for a, p in zip(ax.flat, tabs, strict=False):
-            t = tables.get(p["table"])
-            if t is not None:
-                a.plot(t.gpus, t.words_per_s, "ko", ms=3, label="measured")
+            pts = p.get("measured") or shipped.get(p["table"])
+            if pts:
+                a.plot(*zip(*pts, strict=True), "ko", ms=3, label="measured")
             pr = p["predictions"]
             ns = [r["n"] for r in pr]
             a.plot(*zip(*p["fit_curve"], strict=True), "C1-", label="fit (n <= "
                    f"{result['fit_max_n']}) and prediction")
             lo = [r["interval_words_per_s"][0] or np.nan for r in pr]
             hi = [r["interval_words_per_s"][1] or np.nan for r in pr]
-            a.fill_between(ns, lo, hi, color="C1", alpha=0.25, label="95 % interval")
+            a.fill_between(ns, lo, hi, color="C1", alpha=0.25, label="95 % prediction interval")
             a.axvline(result["fit_max_n"] + 0.5, color="grey", ls=":", lw=1)
             a.set_title(f"{p['table']}\n{p['family']}", fontsize=7)
             a.set_xlabel("GPUs", fontsize=7)

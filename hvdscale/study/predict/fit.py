@@ -20,14 +20,28 @@ import numpy as np
 from hvdscale.errors import HvdscaleError
 from hvdscale.study.predict.families import Family
 
-Z95 = 1.96
-"""Two-sided 95 % normal quantile: the interval is prediction +- Z95 x its standard error."""
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+         2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+"""Student's t 0.975 quantiles for 1..30 degrees of freedom (a fit has a handful: the normal
+1.96 would make a 95 % interval far too narrow)."""
+
+
+def t975(dof: int) -> float:
+    """Two-sided 95 % Student-t quantile for ``dof`` degrees of freedom (nan for none)."""
+    if dof < 1:
+        return float("nan")
+    if dof <= len(_T975):
+        return _T975[dof - 1]
+    z = 1.959964  # Cornish-Fisher expansion: within 1e-4 of the exact quantile past 30
+    return z + (z**3 + z) / (4 * dof) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * dof**2)
 
 
 @dataclass
 class Fit:
-    """A family fitted to points: parameters, their covariance and the fit's degrees of freedom
-    (observations minus parameters; 0 leaves the standard errors unknown)."""
+    """A family fitted to points: parameters, their covariance, the fit's degrees of freedom
+    (informative observations minus parameters; 0 leaves the standard errors unknown) and the
+    residual variance ``s2`` (one new observation's own scatter)."""
 
     family: Family
     names: list[str]
@@ -37,6 +51,7 @@ class Fit:
     intercept: bool
     nbytes: float = 1.0
     servers: int = 1
+    s2: float = 0.0
 
     def row(self, n: int) -> np.ndarray:
         """The design row at ``n``."""
@@ -47,9 +62,19 @@ class Fit:
         """Predicted value at ``n`` and its standard error from the parameters' uncertainty
         (nan when the fit has no degrees of freedom)."""
         x = self.row(n)
-        mean = float(x @ self.params) if len(x) else 0.0
-        sd = float(math.sqrt(max(0.0, x @ self.cov @ x))) if len(x) else 0.0
-        return mean, (sd if self.dof > 0 else (float("nan") if len(x) else 0.0))
+        if not np.any(x):  # every basis is 0 here (n = 1 without intercept): exactly 0
+            return 0.0, 0.0
+        mean = float(x @ self.params)
+        sd = float(math.sqrt(max(0.0, x @ self.cov @ x)))
+        return mean, (sd if self.dof > 0 else float("nan"))
+
+    def half_width(self, n: int) -> float:
+        """Half-width of the 95 % prediction interval of one new observation at ``n``:
+        t(dof) x sqrt(var of the mean + s2) (nan when the fit has no degrees of freedom)."""
+        if not np.any(self.row(n)):
+            return 0.0
+        sd = self.predict(n)[1]
+        return t975(self.dof) * math.sqrt(sd * sd + self.s2) if self.dof > 0 else float("nan")
 
     def table(self) -> list[dict]:
         """Each parameter with its standard error (null when unknown)."""
@@ -66,16 +91,19 @@ def fit_family(family: Family, ns: list[int], y: list[float], intercept: bool = 
         HvdscaleError: more parameters than points (the fit would be anything).
     """
     names = (["intercept"] if intercept else []) + [t.param for t in family.terms]
-    p, m = len(names), len(ns)
-    # Repeats at one n pin a value down, not a shape: count rank counts, and without an
-    # intercept n = 1 tells nothing (every basis is 0 there).
-    points = len(set(ns)) - (0 if intercept or 1 not in ns else 1)
+    rows = [([1.0] if intercept else []) + family.row(n, nbytes, servers) for n in ns]
+    # Without an intercept a row whose bases are all 0 (n = 1) tells nothing: it would only
+    # inflate the degrees of freedom (and print a standard error of 0), so it is dropped.
+    keep = [i for i, r in enumerate(rows) if any(r)] if not intercept else list(range(len(ns)))
+    p, m = len(names), len(keep)
+    # Repeats at one n pin a value down, not a shape: count rank counts.
+    points = len({ns[i] for i in keep})
     if p > points:
         raise HvdscaleError(f"family {family.name!r} has {p} parameter(s) ({', '.join(names)}) "
                             f"but only {points} informative rank count(s): measure more rank "
                             "counts or choose a family with fewer parameters")
-    X = np.array([([1.0] if intercept else []) + family.row(n, nbytes, servers) for n in ns])
-    yv = np.asarray(y, float)
+    X = np.array([rows[i] for i in keep], float).reshape(m, p)
+    yv = np.asarray([y[i] for i in keep], float)
     if p and np.linalg.matrix_rank(X) < p:
         raise HvdscaleError(f"family {family.name!r}: its {p} parameter(s) cannot be told apart "
                             f"at rank counts {', '.join(map(str, sorted(set(ns))))}")
@@ -83,9 +111,11 @@ def fit_family(family: Family, ns: list[int], y: list[float], intercept: bool = 
         return Fit(family, names, np.zeros(0), np.zeros((0, 0)), m, intercept, nbytes, servers)
     params, *_ = np.linalg.lstsq(X, yv, rcond=None)
     dof = m - p
-    rss = float(np.sum((yv - X @ params) ** 2))
-    cov = (rss / dof if dof > 0 else 0.0) * np.linalg.pinv(X.T @ X)
-    return Fit(family, names, params, cov, dof, intercept, nbytes, servers)
+    s2 = float(np.sum((yv - X @ params) ** 2)) / dof if dof > 0 else 0.0
+    # pinv(X) pinv(X)^T, not pinv(X^T X): the byte columns (~1e6-1e8) next to a column of
+    # ~1 square the condition number past pinv's cutoff, which drops the small direction.
+    xp = np.linalg.pinv(X)
+    return Fit(family, names, params, s2 * xp @ xp.T, dof, intercept, nbytes, servers, s2)
 
 
 def physical(fit: Fit) -> bool:
@@ -162,8 +192,17 @@ def choose(families: list[Family], ns: list[int], y: list[float], intercept: boo
         fit = next(f for f in fittable if f.family.name == best)
         how = (f"smallest leave-one-n-out error over the {distinct - 1} rank counts above "
                f"the smallest ({scores[best] * 100:.1f} % RMS)")
+    elif any(physical(f) for f in fittable):
+        fit = next(f for f in fittable if physical(f))
+        how = (f"the strategy's first family that fits: {distinct} rank count(s) cannot "
+               "score held-out error for any candidate" if distinct < 3 else
+               "the strategy's first physical family: no physical candidate could be fitted "
+               "without each rank count in turn")
     else:
-        fit = next((f for f in fittable if physical(f)), fittable[0])
-        how = (f"the strategy's default family: {distinct} rank count(s) cannot score "
-               "held-out error for any candidate")
+        fit = fittable[0]
+        neg = ", ".join(f"{q['name']} = {q['value']:.3g}" for q in fit.table()
+                        if q["name"] != "intercept" and q["value"] < 0)
+        how = ("NO PHYSICAL FIT: every candidate family needs a negative cost parameter; "
+               f"shown is the strategy's default, unphysical ({neg}): the points do not "
+               "follow any candidate cost model")
     return Choice(fit, how, scores, held.get(fit.family.name, {}))

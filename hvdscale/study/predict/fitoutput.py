@@ -20,11 +20,13 @@ def render_fit(result: dict[str, Any]) -> str:
     f = result["fit"]
     lines = [f"# hvdscale predict (fitted to {result['records']}): {result['config']}\n",
              f"- Gradient bytes per rank per step (S): {f['bytes_per_step'] / 2**20:.2f} MB; "
-             f"PS servers (k): {f['servers']}",
+             f"PS servers (k, from the ps records): {f['servers'] or '-'}",
              "- step(n) = compute(n) + exposed communication(n) + straggler idle(n) + g1, split "
              "as the report's breakdown splits it (hvdscale.study.decompose)",
-             "- Interval: 95 % from the fitted parameters' standard errors (the repeats' "
-             "scatter); it does not cover a change of regime past the measured n.", ""]
+             "- Interval: 95 % prediction interval of one new run (Student t on each fit's "
+             "degrees of freedom: the parameters' uncertainty plus the repeats' scatter); it "
+             "does not cover a change of regime past the measured n. The back-test on the "
+             "shipped tables (hvdscale backtest) counts how often it held.", ""]
     for s, r in f["strategies"].items():
         lines += [f"## {s}",
                   f"- communication: {r['family']}: {r['formula']} ({r['meaning']}); chosen by "
@@ -40,7 +42,8 @@ def render_fit(result: dict[str, Any]) -> str:
         else:
             lines.append("- held-out error: none (too few rank counts to leave one out)")
         lines += ["", "|Ranks|Compute (ms)|Exposed comm (ms)|Idle (ms)|g1 (ms)|Step (ms)|"
-                  "Words/s|95 % interval|Compute from|", "|--:|--:|--:|--:|--:|--:|--:|:--|:--|"]
+                  "Words/s|95 % prediction interval|Compute from|",
+                  "|--:|--:|--:|--:|--:|--:|--:|:--|:--|"]
         for p in r["predictions"]:
             lo, hi = p["interval"]
             iv = (f"{lo:.0f} - {hi:.0f}" if lo is not None and hi is not None
@@ -69,7 +72,7 @@ def plot_fit(result: dict[str, Any], measured: dict[str, list[tuple[int, float]]
             ax.plot(ns, [p["words_per_s"] for p in ps], "C0-", label=f"fit ({r['family']})")
             lo = [p["interval"][0] if p["interval"][0] is not None else float("nan") for p in ps]
             hi = [p["interval"][1] if p["interval"][1] is not None else float("nan") for p in ps]
-            ax.fill_between(ns, lo, hi, color="C0", alpha=0.25, label="95 % interval")
+            ax.fill_between(ns, lo, hi, color="C0", alpha=0.25, label="95 % prediction interval")
             ax.axvline(r["largest_measured"] + 0.5, color="grey", ls=":", lw=1)
             ax.set(xlabel="ranks", ylabel="words/s", title=s)
             ax.grid(alpha=0.3)

@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 
 from hvdscale.errors import HvdscaleError
-from hvdscale.records.experiment import experiment_id
+from hvdscale.records.experiment import experiment_id, series_label, series_of
 from hvdscale.study.decompose import baseline, per_step
 from hvdscale.study.predict.families import FAMILIES, OVERLAPPED, families_for
-from hvdscale.study.predict.fit import Z95, Fit, choose, fit_family
+from hvdscale.study.predict.fit import Fit, choose, fit_family
 
 
 def overlapped(config: dict) -> bool:
@@ -77,6 +77,7 @@ def check_points(records: list[dict]) -> None:
         raise HvdscaleError(f"--fit: the records hold {len(ids)} experiments "
                             f"({', '.join(sorted(ids))}); fit one at a time (one results "
                             "directory per experiment)")
+    _check_series(records)
     if any("rank_times" not in r for r in records):
         raise HvdscaleError("--fit: records without rank_times (made before per-rank times "
                             "were recorded); rerun the points")
@@ -91,6 +92,43 @@ def check_points(records: list[dict]) -> None:
         if missing:
             raise HvdscaleError(f"--fit: strategy {s} misses n = "
                                 f"{', '.join(map(str, missing))} between 1 and {max(ns)}")
+
+
+def _check_series(records: list[dict]) -> None:
+    """One series per strategy, all of one framework and RNN implementation: an experiment's
+    series (torch and tf, fused and loop, ps x1 and x2, ...) are not repeats of one point, and
+    the independent replicas lend their compute only to their own framework.
+
+    Raises:
+        HvdscaleError: naming the series found.
+    """
+    labels = sorted({series_label(r["config"]) for r in records})
+    by: dict[str, set[str]] = {}
+    for r in records:
+        by.setdefault(r["config"]["strategy"]["name"], set()).add(series_label(r["config"]))
+    stacks = {(series_of(r["config"])["framework"], series_of(r["config"])["rnn_impl"])
+              for r in records}
+    many = [v for v in by.values() if len(v) > 1]
+    if many or len(stacks) > 1:
+        raise HvdscaleError(f"--fit: the records hold {len(labels)} series "
+                            f"({'; '.join(labels)}); the fit needs one series per strategy, "
+                            "all of one framework and RNN implementation (one results "
+                            "directory per series)")
+
+
+def servers_of(records: list[dict], given: int | None) -> int:
+    """The PS servers k of one strategy's records (``strategy.ps.num_servers``).
+
+    Raises:
+        HvdscaleError: ``given`` (--servers) differs from what the records ran with.
+    """
+    ks = {int(((r["config"].get("strategy") or {}).get("ps") or {}).get("num_servers", 1))
+          for r in records}
+    k = max(ks)
+    if given is not None and given != k:
+        raise HvdscaleError(f"--servers {given}: the records ran with strategy.ps.num_servers="
+                            f"{k}; --fit uses the records' value (leave --servers out)")
+    return k
 
 
 def _slowdown(obs: list[dict], c1: float) -> Fit:
@@ -133,26 +171,27 @@ def _compute_at(model: dict[str, Any], n: int) -> tuple[float, float, str]:
         ratio = (float(np.mean([o["compute"] / o["words"] for o in same]))
                  / float(np.mean([o["compute"] / o["words"] for o in one])))
         return model["c1"] * model["words"] * ratio, 0.0, f"independent replicas at n={n}"
-    s, sd = model["slowdown"].predict(n)
+    s = model["slowdown"].predict(n)[0]
     base = model["c1"] * model["words"]
-    sd = 0.0 if not math.isfinite(sd) else sd
+    hw = model["slowdown"].half_width(n)  # nan (unknown) when the fit has no dof
     how = f"1-worker compute x fitted slowdown ({model['slowdown_from']} records)"
-    return base * (1 + s), base * sd, how
+    return base * (1 + s), base * hw, how
 
 
 def predict_at(model: dict[str, Any], n: int) -> dict[str, Any]:
-    """The fitted model's step at ``n``: each term, words/s and its 95 % interval."""
-    comp, comp_sd, src = _compute_at(model, n)
-    total, comm_sd = model["comm"].fit.predict(n)
+    """The fitted model's step at ``n``: each term, words/s and its 95 % prediction interval
+    (each term's t-based half-width, combined in quadrature; unknown if any term's is)."""
+    comp, comp_hw, src = _compute_at(model, n)
+    total = model["comm"].fit.predict(n)[0]
     # only the part beyond what backward hides is exposed
     comm = max(0.0, total - (model["hidden_share"] * comp if n > 1 else 0.0))
-    idle, idle_sd = model["idle"].predict(n)
+    idle = model["idle"].predict(n)[0]
     step = comp + comm + idle + model["g1"]
-    sd = math.sqrt(sum(x * x for x in (comp_sd, comm_sd, idle_sd)))
+    hws = (comp_hw, model["comm"].fit.half_width(n), model["idle"].half_width(n))
+    hw = math.sqrt(sum(x * x for x in hws))
     wps = n * model["words"] / step
-    lo = n * model["words"] / (step + Z95 * sd) if math.isfinite(sd) else None
-    hi = (n * model["words"] / (step - Z95 * sd)
-          if math.isfinite(sd) and step - Z95 * sd > 0 else None)
+    lo = n * model["words"] / (step + hw) if math.isfinite(hw) else None
+    hi = n * model["words"] / (step - hw) if math.isfinite(hw) and step - hw > 0 else None
     return {"n": n, "compute_s": comp, "compute_source": src, "comm_s": comm,
             "comm_total_s": total, "idle_s": idle,
             "g1_s": model["g1"], "step_s": step, "words_per_s": wps, "interval": [lo, hi]}
@@ -184,14 +223,18 @@ def fit_strategy(obs: list[dict], indep: list[dict], strategy: str, nbytes: floa
                             for n in ranks]}
 
 
-def fit_records(records: list[dict], nbytes: float, servers: int, ranks: list[int],
+def fit_records(records: list[dict], nbytes: float, servers: int | None, ranks: list[int],
                 backward_fraction: float = 2 / 3) -> dict[str, Any]:
-    """Every strategy in ``records`` (one experiment) fitted; ``independent`` lends its compute
-    to the others; ``backward_fraction`` of compute can hide communication under overlap."""
+    """Every strategy in ``records`` (one experiment, one series each) fitted; ``independent``
+    lends its compute to the others; ``backward_fraction`` of compute can hide communication
+    under overlap. The PS servers k come from the records (``servers``, if given, must agree)."""
     ok = [r for r in records if r.get("status") == "ok" and r.get("kind", "run") == "run"]
     check_points(ok)
     obs = _obs(ok, backward_fraction)
     indep = obs.get("independent", [])
-    return {"bytes_per_step": nbytes, "servers": servers, "backward_fraction": backward_fraction,
+    ks = {s: servers_of([r for r in ok if r["config"]["strategy"]["name"] == s],
+                        servers if s == "ps" else None) for s in obs}
+    return {"bytes_per_step": nbytes, "servers": ks.get("ps"),
+            "backward_fraction": backward_fraction,
             "strategies": {s: fit_strategy(o, indep if s != "independent" else [], s, nbytes,
-                                           servers, ranks) for s, o in sorted(obs.items())}}
+                                           ks[s], ranks) for s, o in sorted(obs.items())}}

@@ -129,7 +129,7 @@ def run_fitted(cfg: RunConfig, config: str, sets: list[str], spec: PredictSpec,
         raise HvdscaleError(f"--fit {spec.fit}: no such results directory or file")
     recs = [r for r in read_records(spec.fit) if isinstance(r, dict)
             and r.get("status") == "ok" and r.get("kind", "run") == "run"]
-    servers = spec.servers or cfg.strategy.ps.num_servers
+    servers = spec.servers  # None: k from the records (ownfit.servers_of)
     fit = fit_records(recs, reduced_bytes_per_step(cfg), servers, ranks,
                       spec.backward_fraction)
     result = {"kind": "predict-fit", "fitted": True, "config": str(config), "overrides": sets,
