@@ -8,8 +8,11 @@ then np=2 strong (the same total batch) and np=2 weak (the same batch per rank),
 The target is chosen from the 1-rank curve: the 1-rank run trains to its time cap with no
 target, and the target is the held-out loss it had reached at 60% of its training time (so
 one rank reaches it in about 0.6 x the cap). Every np=2 run trains until that target (cap: 2 x
-the 1-rank cap). Time to target is computed from each run's curve (training time of the first
-evaluation at or below the target). Statistical efficiency = time-to-target speedup /
+the 1-rank cap). Time to target is computed from each run's curve by hvdscale.study.quality's
+``crossing`` (the report's too): linear interpolation of training time, steps and words between
+the last evaluation above the target and the first at or below it, for every run, np=1
+included; the measured stop (that first evaluation, up to one interval late) is shown beside
+it. Statistical efficiency = time-to-target speedup /
 throughput speedup; a weak point keeps its throughput gain when it is >= 0.9, else the table
 says by how much the steps to target grew.
 
@@ -29,6 +32,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from hvdscale.study.quality import crossing
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_AT = 0.6
@@ -59,13 +64,19 @@ def _run(task: str, fw: str, strategy: str, np_: int, sets: list[str], work: Pat
             "scaling": rec["config"]["data"]["scaling"],
             "batch_size": rec["config"]["data"]["batch_size"], "words_per_s": rec["words_per_s"],
             "load_before": before, "load_after": after, "stop": q["stop"], "steps": q["steps"],
-            "curve": [{k: p[k] for k in ("step", "words", "train_s", "wall_s", "loss")}
-                      for p in q["curve"]], "optim": q["optim"], "floor_loss": q["floor_loss"]}
+            "curve": [{k: p[k] for k in ("step", "updates", "words", "train_s", "wall_s",
+                                         "loss") if k in p} for p in q["curve"]],
+            "optim": q["optim"], "floor_loss": q["floor_loss"]}
 
 
-def time_to(curve: list[dict], target: float) -> dict | None:
-    """The first evaluation at or below ``target`` (None: never)."""
+def stopped_at(curve: list[dict], target: float) -> dict | None:
+    """The first evaluation at or below ``target``, where the run stopped (None: never)."""
     return next((p for p in curve if p["loss"] <= target), None)
+
+
+def _updates(point: dict) -> float:
+    """Updates at a point: warm-up included where the raw file has it (``updates``)."""
+    return point.get("updates", point["step"])
 
 
 def pick_target(curve: list[dict]) -> float:
@@ -117,15 +128,18 @@ def _row(runs: list[dict], np_: int, scaling: str | None) -> list[dict]:
 
 
 def _stats(one: dict, two: dict) -> dict[str, Any]:
-    """Paired figures of one round: time to target, speedups, efficiency, steps growth."""
-    a, b = time_to(one["curve"], one["target"]), time_to(two["curve"], two["target"])
+    """Paired figures of one round: time to target (interpolated; and where np=2 stopped),
+    speedups, efficiency, steps growth."""
+    a, b = crossing(one["curve"], one["target"]), crossing(two["curve"], two["target"])
+    stop = stopped_at(two["curve"], two["target"])
     thr = two["words_per_s"] / one["words_per_s"]
     out = {"ttt1": a["train_s"] if a else None, "ttt2": b["train_s"] if b else None,
+           "stop2": stop["train_s"] if stop else None,
            "thr": thr, "speedup": None, "eff": None, "steps_x": None}
     if a and b:
         out["speedup"] = a["train_s"] / b["train_s"]
         out["eff"] = out["speedup"] / thr
-        out["steps_x"] = b["step"] / a["step"]
+        out["steps_x"] = _updates(b) / _updates(a)
     return out
 
 
@@ -148,8 +162,9 @@ def render(raw: dict[str, Any]) -> str:
            f"{raw['rounds']} round(s), optim.scale_lr={raw['scale_lr']}; "
            f"{'quiet' if raw['quiet'] else 'NOT quiet'} (max 1-min load {raw['max_load']:.1f}).",
            "", "| task | framework | strategy | target loss | np=1 time to target (s) | "
-           "scaling | np=2 batch/rank | np=2 time to target (s) | speedup | throughput speedup "
-           "| stat. eff. | gain survived? |", "|--|--|--|--|--|--|--|--|--|--|--|--|"]
+           "scaling | np=2 batch/rank | np=2 time to target (s) | np=2 stopped at (s) | speedup "
+           "| throughput speedup | stat. eff. | gain survived? |",
+           "|--|--|--|--|--|--|--|--|--|--|--|--|--|"]
     keys = sorted({(r["task"], r["framework"], r["strategy"]) for r in raw["runs"]})
     for task, fw, strategy in keys:
         runs = [r for r in raw["runs"] if (r["task"], r["framework"], r["strategy"])
@@ -172,7 +187,8 @@ def render(raw: dict[str, Any]) -> str:
                     verdict = f"no: steps to target x{_fmt([s['steps_x'] for s in st])}"
             cells = [task, fw, strategy, _fmt([o["target"] for o, _ in pairs], ".3f"),
                      _fmt([s["ttt1"] for s in st], ".1f"), scaling, f"{per_rank:g}",
-                     _fmt([s["ttt2"] for s in st], ".1f"), _fmt([s["speedup"] for s in st]),
+                     _fmt([s["ttt2"] for s in st], ".1f"), _fmt([s["stop2"] for s in st], ".1f"),
+                     _fmt([s["speedup"] for s in st]),
                      _fmt([s["thr"] for s in st]), _fmt([s["eff"] for s in st]), verdict]
             out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)

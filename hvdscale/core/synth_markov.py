@@ -18,6 +18,9 @@ import numpy as np
 from hvdscale.errors import HvdscaleError
 
 _CHAIN_SALT = 0x6D61726B  # keeps the chain's random stream apart from the sentences' streams
+MAX_ENTRIES = 10_000_000
+"""Largest chain (states x successors) built: ~0.2 GB of arrays, about ten seconds to build
+(1.3 M entries took 1 s here)."""
 
 
 @dataclass(frozen=True)
@@ -82,14 +85,24 @@ def make_chain(vocab: int, order: int, successors: int, alpha: float, seed: int,
     """The seeded chain over ids ``first_id .. vocab-1``.
 
     Raises:
-        HvdscaleError: too few real tokens for the successors asked for.
+        HvdscaleError: too few real tokens for the successors asked for, or a chain larger
+            than ``MAX_ENTRIES`` (states x successors).
     """
     v = vocab - first_id
     if successors >= v:
         raise HvdscaleError(f"data.synthetic.markov_successors={successors} must be less than "
                             f"the {v} real tokens of model.src_vocab={vocab}")
-    rng = np.random.default_rng([seed, _CHAIN_SALT, order])
     states = v**order
+    if states * successors > MAX_ENTRIES:
+        # The [states, successors] arrays and the power iteration over them grow as
+        # v**order: past this they exhaust memory or run for hours instead of failing.
+        raise HvdscaleError(
+            f"data.synthetic.markov_order={order} with model.src_vocab={vocab} gives a chain "
+            f"of {states:,} states x {successors} successors = {states * successors:,} "
+            f"entries, more than {MAX_ENTRIES:,}: lower data.synthetic.markov_order or "
+            f"model.src_vocab (order 2 allows about {int((MAX_ENTRIES / successors) ** 0.5)} "
+            "real tokens)")
+    rng = np.random.default_rng([seed, _CHAIN_SALT, order])
     # Distinct successors without a per-state loop: a random start plus strictly increasing
     # offsets below v (each gap in 1..(v-1)//k), taken modulo v.
     gaps = rng.integers(1, (v - 1) // successors + 1, size=(states, successors))

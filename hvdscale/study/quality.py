@@ -4,31 +4,92 @@ fixed batch per rank), with time to target, its speedup over one rank, the throu
 and their ratio, the statistical efficiency: how much of the throughput gain survives in time
 to quality. Plots of eval loss against wall-clock time and against words processed.
 
+Only runs with a target (``measure.until``) are shown, grouped by their experiment id without
+the scaling axis (hvdscale.records.experiment), so a 1-rank base and an N-rank point always
+come from the same experiment. Time to target is interpolated between evaluations
+(``crossing``, also used by bench/bench_quality.py); the measured stop is shown beside it.
+
 Independent replicas share no model: each trains its own, and the loss of rank 0's replica
 says nothing about what N ranks reached together, so they are shown with throughput only.
 """
 
 from __future__ import annotations
 
+import copy
+import math
 from pathlib import Path
 from typing import Any
 
+from hvdscale.records.experiment import experiment_id, strategy_label
 from hvdscale.study.plotting import figure
 
 SURVIVES = 0.9
 """A weak-scaling point keeps its throughput gain in time to quality at this efficiency."""
+_AT = ("train_s", "step", "updates", "words", "wall_s")
+"""A curve point's fields that ``crossing`` interpolates (those the point has)."""
+
+
+def target_loss(until: dict[str, Any], floor_loss: float | None) -> float | None:
+    """A ``measure.until`` target as a per-token loss in nats (None: not convertible)."""
+    metric, target = until.get("metric"), until.get("target")
+    if target is None:
+        return None
+    if metric == "loss":
+        return float(target)
+    if metric == "perplexity":
+        return math.log(target) if target > 0 else None
+    if metric == "floor_fraction" and floor_loss is not None:
+        return floor_loss + math.log1p(target)
+    return None
+
+
+def crossing(curve: list[dict[str, Any]], loss: float) -> dict[str, Any] | None:
+    """When the curve met ``loss``: linear interpolation (training time, step, words) between
+    the last evaluation above it and the first at or below it; None when none met it.
+
+    A run stops at the evaluation that met the target, so the measured stop time is late by up
+    to one evaluation interval, differently for each run; interpolating puts every run,
+    including the one whose curve gave the target, on the same footing. When the first
+    evaluation already meets it there is nothing earlier to interpolate from: that point.
+    """
+    for i, p in enumerate(curve):
+        if p["loss"] > loss:
+            continue
+        prev = curve[i - 1] if i else p
+        drop = prev["loss"] - p["loss"]
+        f = (prev["loss"] - loss) / drop if drop > 0 else 1.0
+        return {k: prev[k] + f * (p[k] - prev[k]) for k in _AT if k in p and k in prev}
+    return None
+
+
+def _reached(rec: dict[str, Any]) -> dict[str, Any] | None:
+    """The interpolated crossing of a record's own target (None: not reached)."""
+    q = rec["quality"]
+    loss = target_loss(q["until"], q.get("floor_loss"))
+    return None if loss is None else crossing(q.get("curve") or [], loss)
 
 
 def _group(rec: dict[str, Any]) -> tuple:
+    """The experiment without its scaling axis: one table holds its strong and weak runs at
+    every rank count. The time and step caps are left out (they do not change when a run met
+    its target); metric and target are in the id and also named for the heading."""
     c = rec["config"]
     data = c["data"]
     source = data["source"] if data["source"] == "text" else data["synthetic"]["kind"]
-    until = rec["quality"].get("until") or {}
-    return (c["model"]["kind"], source, c["framework"], until.get("metric"), until.get("target"))
+    until = rec["quality"]["until"]
+    bare = copy.deepcopy(c)
+    bare["data"].pop("scaling", None)
+    for cap in ("max_time_s", "max_steps"):
+        bare["measure"].get("until", {}).pop(cap, None)
+    return (c["model"]["kind"], source, c["framework"], until.get("metric"),
+            until.get("target"), c["model"].get("rnn_impl"), experiment_id(bare))
 
 
 def _quality_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for r in records if r.get("status") == "ok" and r.get("quality")]
+    """Records of runs that trained to a target (``measure.until``); an evaluation curve
+    alone (``eval_every`` without a target) has no time to quality."""
+    return [r for r in records if r.get("status") == "ok"
+            and (r.get("quality") or {}).get("until")]
 
 
 def _latest(records: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
@@ -36,8 +97,13 @@ def _latest(records: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
     out: dict[tuple, dict[str, Any]] = {}
     for r in _quality_records(records):
         c = r["config"]
-        out[(_group(r), c["strategy"]["name"], c["data"]["scaling"], r["ranks"])] = r
+        out[(_group(r), strategy_label(c), c["data"]["scaling"], r["ranks"])] = r
     return out
+
+
+def _steps(point: dict[str, Any]) -> float:
+    """Updates at a curve point: warm-up included where the record counts it."""
+    return point.get("updates", point["step"])
 
 
 def _cells(rec: dict[str, Any] | None, base: dict[str, Any] | None) -> list[str]:
@@ -48,16 +114,20 @@ def _cells(rec: dict[str, Any] | None, base: dict[str, Any] | None) -> list[str]
     per_rank = c["data"]["batch_size"] if c["data"]["scaling"] == "weak" else \
         c["data"]["batch_size"] / rec["workers"]
     glob = per_rank * rec["workers"]
-    ttt = q.get("time_to_target_s")
-    ttt_s = f"{ttt:.1f}" if ttt is not None else f"not reached ({q.get('train_s', 0):.0f} s cap)"
+    hit = _reached(rec)
+    stop = q.get("time_to_target_s")  # measured: the evaluation that met the target
+    if hit is None:
+        ttt_s = f"not reached ({q.get('train_s') or 0:.0f} s cap)"
+    else:
+        ttt_s = f"{hit['train_s']:.1f}" + (f" (stop {stop:.1f})" if stop is not None else "")
     sp = thr = eff = ""
     if base is not None and rec is not base:
         thr_x = rec["words_per_s"] / base["words_per_s"]
         thr = f"{thr_x:.2f}"
-        bt = base["quality"].get("time_to_target_s")
-        if ttt is not None and bt is not None:
-            sp = f"{bt / ttt:.2f}"
-            eff = f"{bt / ttt / thr_x:.2f}"
+        bhit = _reached(base)
+        if hit is not None and bhit is not None:
+            sp = f"{bhit['train_s'] / hit['train_s']:.2f}"
+            eff = f"{bhit['train_s'] / hit['train_s'] / thr_x:.2f}"
     return [f"{per_rank:g}", f"{glob:g}", ttt_s, sp, thr, eff]
 
 
@@ -65,15 +135,16 @@ def _verdict(rec: dict[str, Any] | None, base: dict[str, Any] | None) -> str:
     """Whether a weak point's throughput gain survived in time to quality, or why not."""
     if rec is None or base is None or rec is base:
         return ""
-    q, bq = rec["quality"], base["quality"]
-    if q.get("time_to_target_s") is None:
+    hit, bhit = _reached(rec), _reached(base)
+    if bhit is None:
+        return "1-rank target not reached"
+    if hit is None:
         return "target not reached"
-    eff = bq["time_to_target_s"] / q["time_to_target_s"] / (rec["words_per_s"]
-                                                             / base["words_per_s"])
+    eff = bhit["train_s"] / hit["train_s"] / (rec["words_per_s"] / base["words_per_s"])
     if eff >= SURVIVES:
         return f"kept ({eff:.2f})"
-    return (f"lost ({eff:.2f}): steps to target x{q['steps'] / bq['steps']:.2f}, words to "
-            f"target x{q['words'] / bq['words']:.2f}")
+    return (f"lost ({eff:.2f}): steps to target x{_steps(hit) / _steps(bhit):.2f}, words to "
+            f"target x{hit['words'] / bhit['words']:.2f}")
 
 
 def quality_section(records: list[dict[str, Any]]) -> str:
@@ -83,11 +154,14 @@ def quality_section(records: list[dict[str, Any]]) -> str:
         return ""
     lines = ["## Time to quality\n",
              "Time to target is training time (evaluation excluded) until the held-out metric "
-             "met the target; statistical efficiency = time-to-target speedup / throughput "
-             f"speedup (>= {SURVIVES}: the throughput gain survived).\n"]
+             "met the target, interpolated linearly between the evaluations either side of it "
+             "(stop: the evaluation at which the run stopped); statistical efficiency = "
+             "time-to-target speedup / throughput speedup; steps to target count warm-up "
+             f"updates where the record does (>= {SURVIVES}: the throughput gain survived).\n"]
     for group in sorted({k[0] for k in latest}, key=repr):
-        kind, source, fw, metric, target = group
-        lines.append(f"\n### {kind} on {source}, {fw}: {metric} <= {target}\n")
+        kind, source, fw, metric, target = group[:5]
+        lines.append(f"\n### {kind} on {source}, {fw} ({group[5]}): {metric} <= {target} "
+                     f"(experiment {group[6]})\n")
         for strategy in sorted({k[1] for k in latest if k[0] == group}):
             lines += _strategy_table(latest, group, strategy)
     return "\n".join(lines) + "\n"

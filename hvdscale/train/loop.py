@@ -53,15 +53,16 @@ class LoopResult:
 
 def train_loop(parts: LoopParts, schedule: Schedule, batches: Iterator[Batch | None],
                on_step: Callable[[int], None] | None = None,
-               stop_after: Callable[[int, Batch | None], bool] | None = None) -> LoopResult:
+               stop_after: Callable[[int, Batch | None], bool] | None = None,
+               on_open: Callable[[], None] = lambda: None) -> LoopResult:
     """Run the schedule's warm-up and measured steps, then the strategy's traced steps.
 
     The window opens after the warm-up's device work has finished and every rank has met, and
     closes the same way. ``on_step(step)`` (optional) is called last in each warm-up and
     measured step: the benchmarks time whole iterations with it. ``stop_after(step, batch)``
-    (optional; hvdscale.train.until) runs after each measured step, outside the window (its
-    time is taken out), and ends the measured steps when it returns True on every rank.
-    """
+    (optional; hvdscale.train.until) runs after each step, outside the window (its time is
+    taken out), and ends the measured steps when it returns True on every rank; ``on_open()``
+    right after the window opens."""
     strategy, adapter, world = parts.strategy, parts.adapter, parts.world
     meter = StepMeter(schedule.warmup_steps)
     parts.progress.begin(schedule.warmup_steps, schedule.steps, schedule.epochs, meter)
@@ -79,6 +80,7 @@ def train_loop(parts: LoopParts, schedule: Schedule, batches: Iterator[Batch | N
             adapter.synchronize()  # warm-up work still queued on a GPU stays out of the window
             world.barrier()
             meter.open_window()
+            on_open()  # the tracker's clock starts with the window
         batch = next(batches)
         last_loss, computed = _step(parts, watchdog, meter, step, batch)
         recent.append(batch)
@@ -89,7 +91,7 @@ def train_loop(parts: LoopParts, schedule: Schedule, batches: Iterator[Batch | N
             rss_first = current_rss_mb()
         if on_step is not None:
             on_step(step)
-        if stop_after is not None and step >= 0:
+        if stop_after is not None:  # warm-up too: its updates count toward a quality target
             paused = time.perf_counter()
             stop = stop_after(step, batch)
             meter.window_start += time.perf_counter() - paused  # evaluation is not training

@@ -152,7 +152,8 @@ def _train(ctx: RunContext, strategy_cfg: StrategyConfig, out_dir: str | Path,
     tracker = make_tracker(cfg, world, adapter, strategy.computes,
                            (data.src_vocab, data.tgt_vocab), len(data.corpus.src))
     done = train_loop(LoopParts(strategy, adapter, world, cfg.measure.step_timeout_s, progress),
-                      schedule, batches, stop_after=tracker.after_step if tracker else None)
+                      schedule, batches, stop_after=tracker.after_step if tracker else None,
+                      on_open=tracker.begin if tracker else lambda: None)
     strategy.finish()
 
     ranks = _gather(world, rank_entry(ctx, strategy, adapter, data, done))

@@ -1,12 +1,16 @@
 """``measure.eval_every`` and ``measure.until``: evaluate during training and stop at a quality
 target or a time cap, recording the whole evaluation curve.
 
-Clocks: ``wall_s`` runs from the first measured step; ``train_s`` is wall time minus the time
+Clocks: ``wall_s`` runs from the opening of the measured window (before measured step 0, so
+the time counts every measured step); ``train_s`` is wall time minus the time
 spent evaluating and agreeing (the evaluator rank's clock, shared with the result, so every
 rank takes the same decision). The measured throughput window excludes evaluation too
 (hvdscale.train.loop). With ``eval_every`` (steps) the ranks know the evaluation steps without
 talking; with ``eval_every_s`` the evaluator's clock decides after each step (one small
-broadcast per step, outside training time). A target never reached stops at the cap with
+broadcast per step, outside training time). Warm-up steps (``measure.warmup_steps``) are real
+updates: their batches count in ``words``/``sentences`` and in each point's ``updates``; their
+time does not (it holds the one-off allocation and graph tracing, and stays out of the clock
+exactly as it stays out of the throughput window). A target never reached stops at the cap with
 status ok and ``reached: false``.
 """
 
@@ -49,24 +53,30 @@ class UntilTracker:
         self.stop_reason = "steps done"
         self.next_due_s = measure.eval_every_s
         self.start = 0.0
+        self.begun = False
         self.steps = 0
+        self.warmup_steps = 0
 
     def begin(self) -> None:
-        """Start the clocks (at the first measured step)."""
-        self.start = time.perf_counter()
+        """Start the clocks (where the loop opens the measured window)."""
+        self.start, self.begun = time.perf_counter(), True
 
     def train_s(self) -> float:
         """Training time so far on this rank (wall time less evaluation)."""
         return time.perf_counter() - self.start - self.evaluator.seconds
 
     def after_step(self, step: int, batch: Batch | None) -> bool:
-        """Count measured step ``step``; evaluate if due; True when the run should stop."""
-        if step == 0:
-            self.begin()
-        self.steps = step + 1
+        """Count step ``step`` (negative: warm-up); evaluate if due; True when the run should
+        stop (never during warm-up)."""
         if batch is not None:
             self.words += batch.words
             self.sentences += batch.sentences
+        if step < 0:
+            self.warmup_steps += 1
+            return False
+        if not self.begun:  # a caller that never opened the window would time from 1970
+            raise HvdscaleError("UntilTracker.begin() was not called when the window opened")
+        self.steps = step + 1
         m = self.measure
         if m.eval_every:
             due = self.steps % m.eval_every == 0
@@ -83,7 +93,8 @@ class UntilTracker:
         words, sentences, train_s = int(sums[0]), int(sums[1]), float(sums[2])
         self.next_due_s = train_s + self.measure.eval_every_s
         self.curve.append({
-            "step": self.steps, "words": words, "sentences": sentences, "train_s": train_s,
+            "step": self.steps, "updates": self.warmup_steps + self.steps, "words": words,
+            "sentences": sentences, "train_s": train_s,
             "wall_s": time.perf_counter() - self.start, "eval_s": self.evaluator.seconds,
             "loss": loss, "perplexity": _ppl(loss),
             "epochs": sentences / self.corpus_sentences if self.corpus_sentences else None})
@@ -127,7 +138,9 @@ class UntilTracker:
             "reached": self.reached, "stop": self.stop_reason,
             "time_to_target_s": last.get("train_s") if self.reached else None,
             "wall_s": last.get("wall_s"), "train_s": last.get("train_s"),
-            "eval_s": self.evaluator.seconds, "steps": self.steps, "words": last.get("words"),
+            "eval_s": self.evaluator.seconds, "steps": self.steps,
+            "warmup_steps": self.warmup_steps, "updates": self.warmup_steps + self.steps,
+            "words": last.get("words"),
             "epochs": last.get("epochs"), "final_loss": last.get("loss"),
             "final_perplexity": last.get("perplexity"), "optim": optim, "curve": self.curve}
 
@@ -137,7 +150,6 @@ def _ppl(loss: float | None) -> float | None:
     if loss is None:
         return None
     return math.exp(min(loss, 700.0))
-
 
 
 def make_tracker(cfg: Any, world: Any, adapter: Any, computes: bool, vocab: tuple[int, int],

@@ -13,6 +13,7 @@ from hvdscale.config import DataConfig, ModelConfig, OptimConfig, SyntheticConfi
 from hvdscale.core.data import collate, make_synthetic
 from hvdscale.core.evalset import make_eval_set
 from hvdscale.core.synth_markov import make_chain, sample_log_probs, sample_sentences
+from hvdscale.errors import HvdscaleError
 from hvdscale.train.evaluate import eval_loss_sum
 
 VOCAB = 28  # 24 real tokens: learns in a few hundred steps
@@ -69,3 +70,11 @@ def test_lm_gets_within_10_percent_of_the_floor() -> None:
     uniform_ppl, uniform_floor = _train("uniform", 200)
     assert uniform_ppl > 1.5 * math.exp(floor), (uniform_ppl, math.exp(floor))
     assert uniform_floor is not None and uniform_ppl >= 0.97 * math.exp(uniform_floor)
+
+
+def test_a_chain_too_large_to_build_is_one_clear_error() -> None:
+    # 5000 tokens at order 2: 25 M states, whose arrays and power iteration would exhaust
+    # memory or run for hours; refused before anything is allocated.
+    with pytest.raises(HvdscaleError, match=r"markov_order=2 with model\.src_vocab=5000"):
+        make_chain(5000, 2, 8, 0.5, seed=1)
+    assert make_chain(5000, 1, 8, 0.5, seed=1).succ.shape == (4996, 8)  # order 1 is fine

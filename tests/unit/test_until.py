@@ -49,9 +49,18 @@ def test_stops_at_the_target_and_records_the_curve(tmp_path: Path) -> None:
     assert all(p["perplexity"] > target for p in curve[:-1])
     assert [p["step"] for p in curve] == list(range(10, 10 * len(curve) + 1, 10))
     assert q["steps"] == curve[-1]["step"] == rec["measure"]["steps"]
-    assert rec["sentences"] == curve[-1]["sentences"]  # the measured window ended there too
+    # The warm-up step (measure.warmup_steps=1) is a real update on a real batch: it counts in
+    # the updates and the words, while the measured window (rec) leaves it out.
+    assert q["warmup_steps"] == 1 and q["updates"] == q["steps"] + 1
+    assert all(p["updates"] == p["step"] + 1 for p in curve)
+    batch = rec["config"]["data"]["batch_size"]
+    assert curve[-1]["sentences"] == rec["sentences"] + batch  # the window ended there too
+    assert q["words"] > rec["words"] and q["epochs"] > 0
     assert q["time_to_target_s"] == curve[-1]["train_s"] <= q["wall_s"]
-    assert q["words"] == rec["words"] and q["epochs"] > 0
+    # The clock opens with the window, so it covers measured step 0 as the window does (they
+    # differ by bookkeeping of microseconds; leaving step 0 out differs by a whole step).
+    window = rec["per_rank"][0]
+    assert abs(window["window_s"] - q["train_s"]) < 0.5 * window["step_time_median"]
     assert math.isclose(q["floor_perplexity"], math.exp(q["floor_loss"]))
 
 
