@@ -5,9 +5,10 @@ Each round runs every variant once, in an order rotated round by round, as
 server dense / sparse / auto (colocated), dense / sparse (dedicated server), Horovod dense /
 gathered. Bytes per step come from the run's record (the parameter server counts what it
 received and sent) or, for Horovod, from the touched rows measured on the data
-(``hvdscale.study.sparse_bytes``); words/s from the record. Within a round each sparse variant is
-divided by its dense twin, and ``auto`` by the better fixed setting of that round; medians and
-min-max spreads over rounds are reported with the 1-minute load before and after every run.
+(``hvdscale.study.sparse_bytes``; gathered rows travel by allgather); words/s from the record.
+Within a round each sparse variant is divided by its dense twin, and ``auto`` by the better
+fixed setting of that round; medians and min-max spreads over rounds are reported with the
+1-minute load before and after every run.
 
     python bench/bench_sparse.py --rounds 2 --json bench/results/sparse.json
     python bench/bench_sparse.py --render bench/results/sparse.json
@@ -44,11 +45,19 @@ PAIRS = [("ps-colocated-sparse", "ps-colocated-dense"), ("ps-dedicated-sparse",
 
 
 def horovod_bytes(cfg_path: str, sets: list[str], np_: int) -> float:
-    """One rank's gradient bytes per step under Horovod (payload), from the measured rows."""
+    """Bytes one rank sends and receives per step under Horovod: a ring allreduce moves
+    2(n-1)/n of its bytes each way; gathered embedding gradients go by allgather, (n-1) times
+    one rank's rows each way (rows per framework as ``hvdscale.study.sparse_bytes`` counts them
+    on the data)."""
     from hvdscale.config import load_config
     from hvdscale.study.predict.inputs import gradient_bytes
+    from hvdscale.study.sparse_bytes import gathered_tensor_bytes
 
-    return float(sum(gradient_bytes(load_config(cfg_path, sets))))
+    cfg = load_config(cfg_path, sets)
+    dense = gradient_bytes(cfg)
+    gathered = gathered_tensor_bytes(cfg) or (0,) * len(dense)
+    reduced = sum(b for b, g in zip(dense, gathered, strict=True) if not g)
+    return 4 * (np_ - 1) / np_ * reduced + 2 * (np_ - 1) * sum(gathered)
 
 
 def one_run(fw: str, name: str, args: argparse.Namespace, out: Path) -> dict:
@@ -73,7 +82,7 @@ def one_run(fw: str, name: str, args: argparse.Namespace, out: Path) -> dict:
         else:  # dense: every worker pushes and pulls the whole model
             nbytes = 2.0 * len(st["workers"]) * rec["model_params"] * 4
     else:
-        nbytes = args.np * horovod_bytes(cfg, sets, args.np)
+        nbytes = horovod_bytes(cfg, sets, args.np)
     return {"words_per_s": rec["words_per_s"], "bytes_per_step": nbytes,
             "choices": st.get("sparse_embeddings", {}).get("choices"),
             "load_before": before, "load_after": list(os.getloadavg())}

@@ -76,12 +76,43 @@ def run_pair(cfg_sparse: Any, cfg_dense: Any, world: Any, nworkers_of: Any,
     return strat.info()
 
 
+def gathered_pair(framework: str, optim: str, world: Any, monkeypatch: Any, tol: float,
+                  *extra: str) -> dict:
+    """Horovod ``embedding_grads=gathered`` against ``dense``; asserts the embedding gradients
+    really travelled as rows: a spy on Horovod's allgather (what its sparse reduction of a
+    PyTorch sparse tensor or a TensorFlow IndexedSlices runs) must see calls on this rank."""
+    calls: list[str] = []
+    if framework == "torch":
+        import horovod.torch.mpi_ops as ops  # hvd: sparse_allreduce_async calls it by name
+
+        attr = "allgather_async"
+    else:
+        import horovod.tensorflow as ops  # hvd: allreduce of IndexedSlices calls it by name
+
+        attr = "allgather"
+    real = getattr(ops, attr)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(str(kwargs.get("name")))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ops, attr, spy)
+    gathered = ("strategy.horovod.embedding_grads=gathered", *extra)
+    info = run_pair(sparse_config(framework, "horovod", optim, *gathered),
+                    sparse_config(framework, "horovod", optim, *extra), world,
+                    lambda s: world.size, tol)
+    assert info["embedding_grads"] == "gathered"
+    assert calls, "no allgather ran: the embedding gradients were not sent as rows"
+    return info
+
+
 def ps_pair(framework: str, optim: str, placement: str, servers: int, world: Any,
-            tol: float) -> dict:
-    """The parameter server with ``sparse_embeddings=on`` against ``off``."""
+            tol: float, *extra: str) -> dict:
+    """The parameter server with ``sparse_embeddings=on`` against ``off`` (``extra``: more
+    settings for both)."""
     if placement == "dedicated" and servers >= world.size:
         pytest.skip("no worker left")
-    ps = ("strategy.ps.placement=" + placement, f"strategy.ps.num_servers={servers}")
+    ps = ("strategy.ps.placement=" + placement, f"strategy.ps.num_servers={servers}", *extra)
     info = run_pair(sparse_config(framework, "ps", optim, *ps, "strategy.ps.sparse_embeddings=on"),
                     sparse_config(framework, "ps", optim, *ps), world,
                     lambda s: s.num_workers, tol)
@@ -93,13 +124,14 @@ def ps_pair(framework: str, optim: str, placement: str, servers: int, world: Any
 
 
 def bad_push(framework: str, world: Any, monkeypatch: Any, what: str) -> None:
-    """One worker pushes rows out of range (``range``) or values of the wrong width
-    (``shape``): every rank raises the same clear error, and the ranks can talk after it."""
+    """One worker pushes rows out of range (``range``), a row id twice (``repeat``) or values
+    of the wrong width (``shape``): every rank raises the same clear error, and the ranks can
+    talk after it."""
     cfg = sparse_config(framework, "ps", "sgd", "strategy.ps.sparse_embeddings=on")
     if world.rank == world.size - 1:
-        if what == "range":  # a token id past the table (e.g. data of a larger vocabulary)
+        if what in ("range", "repeat"):  # a token id past the table, or one sent twice
             def touched_rows(self: Any, batch: Any) -> list[np.ndarray]:
-                return [np.append(ids, t.rows) for ids, t in
+                return [np.append(ids, t.rows if what == "range" else ids[-1]) for ids, t in
                         zip(self.embeddings.touched(batch), self.embedding_tables(), strict=True)]
             monkeypatch.setattr(type(adapter(cfg)), "touched_rows", touched_rows)
         else:
@@ -110,5 +142,6 @@ def bad_push(framework: str, world: Any, monkeypatch: Any, what: str) -> None:
         distributed(cfg, world)
     msg = str(err.value)
     assert "bad sparse push" in msg
-    assert ("outside rows [0, " in msg) if what == "range" else ("expected" in msg)
+    assert {"range": "outside rows [0, ", "repeat": "not strictly increasing",
+            "shape": "expected"}[what] in msg
     assert world.allgather(msg) == [msg] * world.size  # the same error on every rank

@@ -6,7 +6,7 @@ e.g. ``strategy.ps.num_servers must be >= 1 (got 0)``.
 """
 
 from hvdscale.config.data import BucketConfig, DataConfig, SyntheticConfig, TextConfig
-from hvdscale.config.load import apply_overrides, load_config, to_dict
+from hvdscale.config.load import apply_overrides, config_from_dict, load_config, to_dict
 from hvdscale.config.model import ModelConfig, OptimConfig
 from hvdscale.config.run import MeasureConfig, RunConfig, ThreadsConfig, check_launch
 from hvdscale.config.strategy import (
@@ -24,4 +24,4 @@ __all__ = ["NATIVE_FRAMEWORK", "NATIVE_STRATEGIES", "OVERLAP_MODES", "STRATEGIES
            "BucketConfig", "DDPConfig", "DataConfig", "HorovodConfig",
            "MeasureConfig", "ModelConfig", "OptimConfig", "PSConfig", "RunConfig",
            "StrategyConfig", "SyntheticConfig", "TextConfig", "ThreadsConfig", "apply_overrides",
-           "check_launch", "load_config", "to_dict"]
+           "check_launch", "config_from_dict", "load_config", "to_dict"]

@@ -157,6 +157,11 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
     return cfg
 
 
+def config_from_dict(data: dict[str, Any]) -> RunConfig:
+    """A validated RunConfig from a mapping (e.g. a record's ``config``, as ``to_dict`` wrote)."""
+    return _build(RunConfig, data, "")
+
+
 def to_dict(cfg: Any) -> dict[str, Any]:
     """The config as plain data (tuples become lists) for JSON records."""
     def conv(v: Any) -> Any:

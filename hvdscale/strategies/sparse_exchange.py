@@ -189,6 +189,9 @@ class SparseExchange:
             bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
             problems.append(f"rank {src} pushed row id {g.row0 + bad} of {name}, outside "
                             f"rows [{g.row0}, {g.row0 + g.rows}) of server {self.ps.rank}")
+        elif k > 1 and not np.all(np.diff(ids) > 0):  # np.add.at would sum a repeat twice
+            problems.append(f"rank {src} pushed row ids of {name} that are not strictly "
+                            f"increasing (repeated or unsorted)")
         return ids, rows.reshape(-1, g.dim) if rows.size % g.dim == 0 else rows
 
     def merge(self, pushes: list[Any]) -> list[np.ndarray | None]:

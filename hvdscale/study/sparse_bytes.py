@@ -1,11 +1,21 @@
-"""Embedding-gradient bytes per step, dense against sparse, with the touched rows measured from
-the run's own data (for ``predict``, the breakdown and bench/bench_sparse.py).
+"""Embedding-gradient bytes per step as each strategy really moves them, with the touched rows
+measured from the run's own data (for ``predict``, the breakdown and bench/bench_sparse.py).
 
 A rank's batch looks up ``k`` distinct rows of a ``rows x dim`` table; dense merging moves the
-whole table (``4 rows dim`` bytes), sparse merging ``k`` int64 ids and ``k x dim`` float32 values
-(``hvdscale.strategies.sparse_rows.sparse_bytes``). ``k`` is counted on the first batches of each
-rank's data plan, exactly as the runner would batch them, so a vocabulary's skew, the sentence
-lengths and the batch size all show.
+whole table (``4 rows dim`` bytes). What a sparse setting moves depends on the strategy:
+
+- parameter server (``sparse_embeddings``): each worker pushes its ``k`` unique rows (int64 ids
+  and float32 values, ``hvdscale.strategies.sparse_rows.sparse_bytes``); it pulls the union of
+  all workers' rows only with plain SGD (untouched rows stay unchanged), every row otherwise;
+  ``auto`` picks per table by the same rule as the servers.
+- Horovod ``embedding_grads=gathered``: an allgather of each rank's rows, so a rank receives
+  ``(n - 1)`` times one rank's payload. TensorFlow's gather gradient has one row per position
+  of the batch (``B x T``, padding included) with int32 ids; PyTorch's sparse gradient one row
+  per non-padding token with int64 ids, coalesced to the unique non-padding rows only with
+  ``overlap=after-backward`` (``frameworks/torch/sparse.py``).
+
+Rows are counted on the first batches of each rank's data plan, exactly as the runner would
+batch them, so a vocabulary's skew, the sentence lengths and the batch size all show.
 """
 
 from __future__ import annotations
@@ -16,10 +26,19 @@ import numpy as np
 
 from hvdscale.config import RunConfig
 from hvdscale.models import EMBEDDING_INPUTS
-from hvdscale.strategies.sparse_rows import AUTO_MAX_SHARE, sparse_bytes
+from hvdscale.strategies.sparse_rows import AUTO_MAX_SHARE, ID_BYTES, sparse_bytes
 
 SAMPLE_STEPS = 8
 """Batches per rank whose touched rows are counted."""
+UNION_MAX_RANKS = 16
+"""Most ranks whose data is read for the union of touched rows; beyond, the union grows as
+independent draws of the measured share (``union_rows``)."""
+TF_ID_BYTES = 4
+"""TensorFlow's IndexedSlices carry the batch's int32 token ids."""
+PAD = 0
+"""The padding token id (PyTorch's ``padding_idx``: no gradient row for it)."""
+
+_TOUCHED: dict[tuple[str, int, int], dict[str, dict[str, float]]] = {}
 
 
 def sparse_active(cfg: RunConfig) -> str:
@@ -32,10 +51,25 @@ def sparse_active(cfg: RunConfig) -> str:
     return "dense"
 
 
+def _count(batches: list[Any], field: str) -> dict[str, Any]:
+    """One step's row counts of one table over the ranks' batches."""
+    ids = [np.asarray(getattr(b, field)) for b in batches]
+    unique = [np.unique(i) for i in ids]
+    return {"per_rank": [u.size for u in unique],
+            "nonpad_unique": [int((u != PAD).sum()) for u in unique],
+            "tokens": [i.size for i in ids], "nonpad_tokens": [int((i != PAD).sum()) for i in ids],
+            "union": np.unique(np.concatenate(unique)).size}
+
+
 def touched_rows(cfg: RunConfig, ranks: int = 1,
                  steps: int = SAMPLE_STEPS) -> dict[str, dict[str, float]]:
-    """Per embedding table: its rows and the mean distinct rows one rank's batch touches
-    (``per_rank``) and all ranks' batches of a step together (``union``), from the data."""
+    """Per embedding table, means over the sampled steps: its ``rows``; per rank batch the
+    distinct ids (``per_rank``, padding included as the parameter server sends it), distinct
+    non-padding ids (``nonpad_unique``), positions (``tokens``, B x T) and non-padding
+    positions (``nonpad_tokens``); and the distinct ids of all ranks' batches (``union``)."""
+    key = (repr(cfg), ranks, steps)
+    if key in _TOUCHED:  # predict asks again for every strategy and rank count
+        return _TOUCHED[key]
     from hvdscale.core.batching import BatchPlan, per_rank_batch_size
     from hvdscale.core.data import load_corpus
 
@@ -44,8 +78,7 @@ def touched_rows(cfg: RunConfig, ranks: int = 1,
     fields = {"src_embed.weight": ("src", m.src_vocab), "tgt_embed.weight": ("tgt_in", tgt_vocab),
               "embed.weight": ("src", m.src_vocab)}
     tables = {n: fields[n] for n in EMBEDDING_INPUTS.get(m.kind, {})}
-    per: dict[str, list[int]] = {n: [] for n in tables}
-    union: dict[str, list[int]] = {n: [] for n in tables}
+    counts: dict[str, dict[str, list]] = {n: {} for n in tables}
     its = []
     for r in range(ranks):
         corpus = load_corpus(cfg.data, m.kind, m.src_vocab, tgt_vocab, r, ranks)
@@ -54,11 +87,23 @@ def touched_rows(cfg: RunConfig, ranks: int = 1,
     for _ in range(steps):
         batches = [next(it) for it in its]
         for name, (field, _) in tables.items():
-            ids = [np.unique(getattr(b, field)) for b in batches]
-            per[name] += [i.size for i in ids]
-            union[name].append(np.unique(np.concatenate(ids)).size)
-    return {n: {"rows": float(tables[n][1]), "per_rank": float(np.mean(per[n])),
-                "union": float(np.mean(union[n]))} for n in tables}
+            for k, v in _count(batches, field).items():
+                counts[name].setdefault(k, []).extend(v if isinstance(v, list) else [v])
+    out = {n: {"rows": float(tables[n][1]),
+               **{k: float(np.mean(v)) for k, v in counts[n].items()}} for n in tables}
+    _TOUCHED[key] = out
+    return out
+
+
+def union_rows(cfg: RunConfig, workers: int) -> dict[str, float]:
+    """Per table, the distinct rows all ``workers`` touch in a step: measured up to
+    ``UNION_MAX_RANKS`` ranks, beyond as independent draws of the measured share."""
+    m = min(workers, UNION_MAX_RANKS)
+    out = {}
+    for name, t in touched_rows(cfg, m).items():
+        share = min(1.0, t["union"] / t["rows"])
+        out[name] = t["rows"] * (1 - (1 - share) ** (workers / m)) if workers > m else t["union"]
+    return out
 
 
 def table_bytes(rows: float, dim: int, k: float, mode: str) -> float:
@@ -72,24 +117,84 @@ def table_bytes(rows: float, dim: int, k: float, mode: str) -> float:
     return sparse
 
 
+def gathered_rows(cfg: RunConfig, t: dict[str, float]) -> float:
+    """Rows one rank's gathered gradient of a table carries (see the module docstring)."""
+    if cfg.framework == "tf":
+        return t["tokens"]
+    if cfg.strategy.horovod.overlap == "hooks":
+        return t["nonpad_tokens"]  # hooks hand Horovod the uncoalesced gradient
+    return t["nonpad_unique"]
+
+
+def row_bytes(cfg: RunConfig) -> tuple[int, int]:
+    """(id bytes, value bytes per row element) of a gathered row in ``cfg``'s framework."""
+    return (TF_ID_BYTES if cfg.framework == "tf" else ID_BYTES), 4
+
+
 def embedding_bytes(cfg: RunConfig, ranks: int = 1) -> dict[str, Any]:
     """Per embedding table, one rank's gradient bytes per step dense and as this config sends
-    them, with the measured touched-row share."""
+    them (its push, or its share of an allgather), with the measured touched-row share."""
     mode = sparse_active(cfg)
+    horovod = cfg.strategy.name == "horovod"
+    ids, val = row_bytes(cfg)
+    dim = cfg.model.embed_dim
     out = {}
     for name, t in touched_rows(cfg, ranks).items():
-        dim = cfg.model.embed_dim
+        dense = table_bytes(t["rows"], dim, t["per_rank"], "dense")
+        if horovod and mode != "dense":
+            sent = gathered_rows(cfg, t) * (ids + val * dim)
+        else:
+            sent = table_bytes(t["rows"], dim, t["per_rank"], mode)
         out[name] = {"rows": int(t["rows"]), "touched_per_rank": t["per_rank"],
                      "touched_union": t["union"], "share": t["per_rank"] / t["rows"],
-                     "dense_bytes": table_bytes(t["rows"], dim, t["per_rank"], "dense"),
-                     "sent_bytes": table_bytes(t["rows"], dim, t["per_rank"], mode)}
+                     "dense_bytes": dense, "sent_bytes": sent}
     return {"mode": mode, "tables": out}
+
+
+def tensor_sizes(cfg: RunConfig) -> list[tuple[str, int]]:
+    """(name, elements) of each parameter tensor of ``cfg``'s model, in parameter order."""
+    from hvdscale.frameworks import load_framework
+
+    m = cfg.model
+    return load_framework(cfg.framework).tensor_sizes(m, m.src_vocab, m.tgt_vocab or m.src_vocab)
+
+
+def gathered_tensor_bytes(cfg: RunConfig) -> tuple[int, ...]:
+    """Per tensor (parameter order), one rank's allgather payload under Horovod's
+    ``embedding_grads=gathered`` (0: allreduced); empty when ``cfg`` allreduces everything."""
+    if not (cfg.strategy.name == "horovod" and sparse_active(cfg) == "sparse"):
+        return ()
+    sent = {n: t["sent_bytes"] for n, t in embedding_bytes(cfg)["tables"].items()}
+    return tuple(int(sent.get(name, 0)) for name, _ in tensor_sizes(cfg))
+
+
+def ps_bytes(cfg: RunConfig, workers: int) -> tuple[float, float] | None:
+    """(push, pull) bytes per worker per step of ``cfg``'s parameter server with sparse
+    embeddings and ``workers`` workers; None when it moves the dense model both ways. Pulls
+    are sparse only with plain SGD (the union of the workers' rows); the servers' choice under
+    ``auto`` follows the same rule per table."""
+    mode = sparse_active(cfg)
+    if cfg.strategy.name != "ps" or mode == "dense":
+        return None
+    dim, sizes = cfg.model.embed_dim, tensor_sizes(cfg)
+    per = touched_rows(cfg, min(workers, UNION_MAX_RANKS))
+    union = union_rows(cfg, workers)
+    push = pull = 0.0
+    for name, n in sizes:
+        if name not in per:
+            push, pull = push + 4.0 * n, pull + 4.0 * n
+            continue
+        rows = per[name]["rows"]
+        push += table_bytes(rows, dim, per[name]["per_rank"], mode)
+        pull += table_bytes(rows, dim, union[name], mode if cfg.optim.name == "sgd" else "dense")
+    return push, pull
 
 
 def adjust_gradient_bytes(cfg: RunConfig, sizes: list[tuple[str, int]],
                           dense: list[int]) -> list[int]:
     """``dense`` (bytes per tensor, in ``sizes`` order) with the embedding tables counted as
-    this config sends them (unchanged when it merges densely)."""
+    one rank sends them under this config (unchanged when it merges densely): the S of
+    ``predict --fit``."""
     if sparse_active(cfg) == "dense":
         return dense
     sent = {n: t["sent_bytes"] for n, t in embedding_bytes(cfg)["tables"].items()}

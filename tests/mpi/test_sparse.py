@@ -5,11 +5,13 @@ push is one clear error on every rank. The cases are in tests/sparse_cases.py.""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from hvdscale.core.world import is_gloo_launch
 from tests.exactness import PS_CASES
-from tests.sparse_cases import OPTIMIZERS, bad_push, ps_pair, run_pair, sparse_config
+from tests.sparse_cases import OPTIMIZERS, bad_push, gathered_pair, ps_pair
 
 REL_TOL = 1e-5
 """As the dense exactness tests: float32 sums in another order; the naive mean is far off."""
@@ -27,9 +29,26 @@ def test_ps_sparse_equals_dense(optim, placement, servers, hvd, comm_world) -> N
     assert {r["table"] for r in ranges} == {"src_embed.weight", "tgt_embed.weight"}
 
 
+SPLIT_SRC_VOCAB = "model.src_vocab=1400"
+"""With it the source table (1400 x 16) is over half of the test model's parameters, so the two
+servers' cut falls inside it (at 300 words both tables sit on server 0)."""
+
+
 @pytest.mark.np3
 @needs_mpi_launch
-@pytest.mark.parametrize("what", ["range", "shape"])
+@pytest.mark.parametrize("optim", ["sgd", "momentum"])
+def test_ps_sparse_table_split_over_servers(optim, hvd, comm_world) -> None:
+    info = ps_pair("torch", optim, "colocated", 2, comm_world, REL_TOL, SPLIT_SRC_VOCAB)
+    ranges = info["sparse_embeddings"]["row_ranges"]
+    src = sorted((r["server"], r["rows"]) for r in ranges if r["table"] == "src_embed.weight")
+    assert len(src) >= 2, f"src_embed.weight not split over servers: {ranges}"
+    assert src[0][1][0] == 0 and src[-1][1][1] == 1400  # every row owned, none twice
+    assert all(a[1][1] == b[1][0] for a, b in itertools.pairwise(src))
+
+
+@pytest.mark.np3
+@needs_mpi_launch
+@pytest.mark.parametrize("what", ["range", "repeat", "shape"])
 def test_ps_bad_push_is_one_error_everywhere(what, hvd, comm_world, monkeypatch) -> None:
     bad_push("torch", comm_world, monkeypatch, what)
 
@@ -37,10 +56,6 @@ def test_ps_bad_push_is_one_error_everywhere(what, hvd, comm_world, monkeypatch)
 @pytest.mark.np3
 @pytest.mark.parametrize("overlap", ["hooks", "after-backward"])
 @pytest.mark.parametrize("optim", list(OPTIMIZERS))
-def test_horovod_gathered_equals_dense(optim, overlap, hvd, comm_world) -> None:
-    ov = f"strategy.horovod.overlap={overlap}"
-    info = run_pair(sparse_config("torch", "horovod", optim, ov,
-                                  "strategy.horovod.embedding_grads=gathered"),
-                    sparse_config("torch", "horovod", optim, ov), comm_world,
-                    lambda s: comm_world.size, REL_TOL)
-    assert info["embedding_grads"] == "gathered"
+def test_horovod_gathered_equals_dense(optim, overlap, hvd, comm_world, monkeypatch) -> None:
+    gathered_pair("torch", optim, comm_world, monkeypatch, REL_TOL,
+                  f"strategy.horovod.overlap={overlap}")

@@ -9,7 +9,7 @@ import pytest
 
 from hvdscale.core.world import is_gloo_launch
 from tests.exactness import PS_CASES
-from tests.sparse_cases import OPTIMIZERS, bad_push, ps_pair, run_pair, sparse_config
+from tests.sparse_cases import OPTIMIZERS, bad_push, gathered_pair, ps_pair
 
 REL_TOL = 1e-4
 """As TensorFlow's dense exactness tests (float32 rounding ~1e-6; the naive mean > 1e-2)."""
@@ -34,17 +34,13 @@ def test_tf_ps_sparse_equals_dense(optim, placement, servers, hvd, comm_world) -
 
 @pytest.mark.np3
 @needs_mpi_launch
-@pytest.mark.parametrize("what", ["range", "shape"])
+@pytest.mark.parametrize("what", ["range", "repeat", "shape"])
 def test_tf_ps_bad_push_is_one_error_everywhere(what, hvd, comm_world, monkeypatch) -> None:
     bad_push("tf", comm_world, monkeypatch, what)
 
 
 @pytest.mark.np3
 @pytest.mark.parametrize("optim", list(OPTIMIZERS))
-def test_tf_horovod_gathered_equals_dense(optim, hvd, comm_world) -> None:
+def test_tf_horovod_gathered_equals_dense(optim, hvd, comm_world, monkeypatch) -> None:
     # The tape's IndexedSlices are allgathered (sparse_as_dense=False) in overlap=hooks.
-    info = run_pair(sparse_config("tf", "horovod", optim,
-                                  "strategy.horovod.embedding_grads=gathered"),
-                    sparse_config("tf", "horovod", optim), comm_world,
-                    lambda s: comm_world.size, REL_TOL)
-    assert info["embedding_grads"] == "gathered"
+    gathered_pair("tf", optim, comm_world, monkeypatch, REL_TOL)

@@ -67,6 +67,14 @@ class HorovodTF(HorovodBase):
     adapter: TFAdapter
 
     def __init__(self, cfg: HorovodConfig) -> None:
+        if cfg.embedding_grads == "gathered" and cfg.overlap == "after-backward":
+            # The flat allreduce densifies every gradient: the record would claim rows that
+            # never travelled.
+            from hvdscale.errors import ConfigError
+
+            raise ConfigError("strategy.horovod.embedding_grads=gathered with TensorFlow needs "
+                              "strategy.horovod.overlap=hooks (after-backward allreduces the "
+                              "embedding gradients densely)")
         import horovod.tensorflow as hvd  # hvd:
 
         super().__init__(hvd, cfg)

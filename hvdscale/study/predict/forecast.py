@@ -3,14 +3,19 @@
 Step time = compute(per-rank batch) + the strategy's exposed communication + the 1-worker
 non-compute time per step (optimizer, data, loop), taken from the records. Weak scaling keeps
 the per-rank batch; strong scaling divides the global batch (compute = c0 + c1 x words).
+
+Sparse embedding gradients count only where they run: a config's Horovod ``gathered`` setting
+changes the ring columns, its parameter server's ``sparse_embeddings`` the PS columns, and each
+record is predicted with its own config's setting (``sparse_setup``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from hvdscale.config import RunConfig
+from hvdscale.config import RunConfig, config_from_dict
+from hvdscale.errors import HvdscaleError
 from hvdscale.study.predict.compute import (
     ComputeModel,
     critical_compute,
@@ -19,6 +24,7 @@ from hvdscale.study.predict.compute import (
 )
 from hvdscale.study.predict.cost import HOROVOD_DEFAULT_FUSION_MB, CommSetup, comm_time
 from hvdscale.study.predict.inputs import Network, gradient_bytes
+from hvdscale.study.sparse_bytes import gathered_tensor_bytes, ps_bytes
 
 STRATEGIES = ("ring", "ring-overlap", "ps-dedicated", "ps-sharded")
 LABELS = {"ring": "ring allreduce, no overlap", "ring-overlap": "ring allreduce, overlapped",
@@ -34,6 +40,18 @@ class Inputs:
     net: Network
     cm: ComputeModel
     backward_fraction: float
+
+
+def sparse_setup(cfg: RunConfig, strategy: str, n: int, setup: CommSetup) -> CommSetup:
+    """``setup`` with ``cfg``'s sparse embedding traffic at ``n`` workers, for ``strategy``
+    only if that is the strategy family ``cfg``'s setting belongs to (else unchanged)."""
+    if strategy.startswith("ring") or strategy == "horovod":
+        gathered = gathered_tensor_bytes(cfg)
+        return replace(setup, gathered=gathered) if gathered else setup
+    if strategy.startswith("ps"):
+        pp = ps_bytes(cfg, n)
+        return replace(setup, push_bytes=pp[0], pull_bytes=pp[1]) if pp else setup
+    return setup
 
 
 def predict_point(strategy: str, n: int, scaling: str, inputs: Inputs, setup: CommSetup,
@@ -68,16 +86,27 @@ def predict(cfg: RunConfig, ranks: list[int], net: Network, cm: ComputeModel,
     for scaling in scalings:
         table: dict[str, list[dict | None]] = {}
         for s in STRATEGIES:
-            base = predict_point(s, 1, scaling, inputs, setup, cfg.data.batch_size)
+            base = predict_point(s, 1, scaling, inputs, sparse_setup(cfg, s, 1, setup),
+                                 cfg.data.batch_size)
             rows = []
             for n in ranks:
-                p = predict_point(s, n, scaling, inputs, setup, cfg.data.batch_size)
+                p = predict_point(s, n, scaling, inputs, sparse_setup(cfg, s, n, setup),
+                                  cfg.data.batch_size)
                 if p is not None and base is not None:
                     p["efficiency_pct"] = 100.0 * p["words_per_s"] / (n * base["words_per_s"])
                 rows.append(p)
             table[s] = rows
         out["scaling"][scaling] = table
     return out
+
+
+def _record_config(rec: dict) -> RunConfig | None:
+    """The record's own config (its sparse settings and data); None for a record written under
+    another config schema: predicted then with dense gradients."""
+    try:
+        return config_from_dict(rec["config"])
+    except HvdscaleError:
+        return None
 
 
 def validate(records: list[dict], tensors: list[int], net: Network, cm: ComputeModel,
@@ -93,6 +122,8 @@ def validate(records: list[dict], tensors: list[int], net: Network, cm: ComputeM
         words = record_words_per_step(r)
         own = critical_compute(r)
         setup = CommSetup.of_record(r["config"])
+        rcfg = _record_config(r)
+        setup = sparse_setup(rcfg, s, w, setup) if rcfg is not None else setup
         preds = []
         for compute in (cm.compute(words), own):
             comm = comm_time(s, w, tensors, net, compute, backward_fraction, setup)

@@ -120,13 +120,14 @@ def gradient_bytes(cfg: RunConfig) -> list[int]:
     sizes = load_framework(cfg.framework).tensor_sizes(m, m.src_vocab,
                                                        m.tgt_vocab or m.src_vocab)
     width = 2 if cfg.strategy.horovod.compression == "fp16" else 4
-    from hvdscale.study.sparse_bytes import adjust_gradient_bytes
-
-    # Sparse embedding merging: the tables count as the rows the data touches (measured).
-    return adjust_gradient_bytes(cfg, sizes, [n * width for _, n in sizes])
+    # Dense: sparse embedding traffic differs per strategy and rank count (forecast.sparse_setup).
+    return [n * width for _, n in sizes]
 
 
 def reduced_bytes_per_step(cfg: RunConfig) -> float:
     """Bytes one rank's gradients put on the wire per step (the S of the fitted families): the
-    sum of ``gradient_bytes``. The one place that counts them for ``predict --fit``."""
-    return float(sum(gradient_bytes(cfg)))
+    sum of ``gradient_bytes``, the embedding tables as one rank sends them under sparse merging
+    (measured rows). The one place that counts them for ``predict --fit``."""
+    from hvdscale.study.sparse_bytes import adjust_gradient_bytes, tensor_sizes
+
+    return float(sum(adjust_gradient_bytes(cfg, tensor_sizes(cfg), gradient_bytes(cfg))))
