@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from hvdscale.config.data import DataConfig
+from hvdscale.config.ddp_checks import check_ddp_join
 from hvdscale.config.fields import check as _check
 from hvdscale.config.model import ModelConfig, OptimConfig
 from hvdscale.config.quality import UntilConfig
@@ -150,6 +151,7 @@ class RunConfig:
         if self.data.source == "text" and self.model.kind == "nmt":
             _check(bool(self.data.text.tgt), "data.text.tgt",
                    "must name the target-side file for model.kind=nmt", self.data.text.tgt)
+        check_ddp_join(self)  # settings DDP's join context would deadlock on
 
 
 def check_launch(cfg: RunConfig, ranks: int, mpi: bool) -> None:

@@ -180,8 +180,9 @@ class DDPConfig:
     """PyTorch's ``DistributedDataParallel`` (``strategy.name=ddp``); every value is recorded."""
 
     bucket_cap_mb: float = 25.0
-    """Gradient bucket size in MiB (DDP's default 25; DDP's first bucket is always 1 MiB
-    whatever this says, so the first gradients ready start communicating early)."""
+    """Gradient bucket size in MiB (DDP's default 25). Always passed to DDP, so its first
+    bucket has this cap too: torch's 1 MiB first bucket applies only when DDP is given no
+    size. The record's ``strategy.first_bucket_mb`` is the cap DDP actually used."""
     gradient_as_bucket_view: bool = False
     """Gradients are views into DDP's buckets (saves a copy per bucket and the memory)."""
     static_graph: bool = False
@@ -202,7 +203,8 @@ class DDPConfig:
     step with a zero gradient (a loss scaled by 0 on a two-token sentence: the same bucket
     allreduces and optimizer step). join is the default by measurement: np=2, demo config,
     bucketed epoch, 3 paired rounds, join/zero words/s x1.25-1.54 (bench/bench_ddp.py; the
-    zero step's compute competes for the cores)."""
+    zero step's compute competes for the cores). join is refused with a bucketing mode other
+    than per_rank or with evaluation during the epochs (hvdscale.config.ddp_checks)."""
     timeout_s: float = 120.0
     """torch.distributed's collective timeout: a rank waiting this long on a dead peer fails
     instead of hanging (the project's supervisor usually ends the job sooner)."""

@@ -70,7 +70,9 @@ class StepWatchdog:
     ``phase()`` says what this rank is doing: ``compute`` (its own forward/backward) or
     ``communicate`` (waiting on the other ranks). The rank whose step overruns in ``compute`` is
     the slow one and says so; ranks overrunning while waiting report after a grace period, so
-    the slow rank's message is the one shown when its watchdog can still run.
+    the slow rank's message is the one shown when its watchdog can still run. ``overlapped``
+    (compute and collectives in one call) reports as a waiting rank does, naming no culprit of
+    its own; ``joined`` (a rank out of batches inside DDP's join context) is not policed.
     """
 
     GRACE_S = 5.0
@@ -124,11 +126,19 @@ class StepWatchdog:
     def _watch(self) -> None:
         while self.timeout_s > 0:
             time.sleep(min(1.0, self.timeout_s / 4))
+            if self.phase() == "joined":
+                # DDP's join context keeps a rank out of batches in one step, by design, until
+                # the others finish (their watchdogs police their steps): while joined, the
+                # step's clock restarts, so the rest of the step still has a whole limit.
+                with self._lock:
+                    if self._deadline is not None:
+                        self._deadline = time.monotonic() + self.timeout_s
+                continue
             late, step = self._late()
             if not late:
                 continue
-            t = self.timeout_s
-            if self.phase() == "compute":
+            t, phase = self.timeout_s, self.phase()
+            if phase == "compute":
                 msg = (f"hvdscale: error (rank {self.rank}): rank {self.rank} is the slow rank: "
                        f"step {step} has been computing on it for more than "
                        f"measure.step_timeout_s={t:g}s; ending the job.\n")
@@ -136,8 +146,12 @@ class StepWatchdog:
                 time.sleep(self.GRACE_S)  # let the slow rank name itself first
                 if not self._late()[0]:
                     continue
+                # overlapped: its own compute and the collectives in one call (DDP's backward,
+                # MWMS's graph): slow itself or waiting, it cannot tell; the peers may.
+                did = ("been computing and communicating (in one call) for more than"
+                       if phase == "overlapped" else "waited more than")
                 msg = (f"hvdscale: error (rank {self.rank}): step {step}: rank {self.rank} has "
-                       f"waited more than measure.step_timeout_s={t:g}s for the other ranks; "
+                       f"{did} measure.step_timeout_s={t:g}s for the other ranks; "
                        f"{_waiting_for(f'step {step}')}; ending the job.\n")
             sys.stderr.write(msg)
             sys.stderr.flush()

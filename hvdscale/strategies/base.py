@@ -149,7 +149,8 @@ class Strategy:
     name = "base"
     computes = True
     phase = "compute"
-    """``compute`` or ``communicate``: what this rank is doing now (read by the watchdog)."""
+    """``compute`` or ``communicate``: what this rank is doing now (read by the watchdog);
+    also ``overlapped`` (both in one call) and ``joined`` (DDP's join context)."""
 
     @contextmanager
     def communicating(self) -> Iterator[None]:

@@ -1,11 +1,12 @@
 """``hvdscale fusion --strategy ddp``: DDP's analogue of the fusion sweep, its bucket size.
 
 DDP's bucket schedule is its fusion model: gradients are packed, in the order backward makes
-them ready, into buckets of ``bucket_cap_mb`` (the first always 1 MiB), and each bucket is
+them ready, into buckets of ``bucket_cap_mb`` (the first one too: torch's 1 MiB first bucket
+applies only when no size is given, and every point here gives one), and each bucket is
 allreduced as soon as it is full. Every ``bucket_cap_mb`` is one launch through the sweep's
-machinery, rounds interleaved; DDP's default (25 MiB) is the reference and the recommendation is
-the same paired per-round rule as Horovod's (``hvdscale.study.recommend``), so a report can put
-"Horovod tuned" beside "DDP tuned".
+machinery, rounds interleaved; DDP's default size (25 MiB) is the reference and the
+recommendation is the same paired per-round rule as Horovod's (``hvdscale.study.recommend``),
+so a report can put "Horovod tuned" beside "DDP tuned".
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from hvdscale.study.sweep import Point, SweepRequest, SweepSpec, plan_sweep, rec
 
 DEFAULT_BUCKETS = "1,5,25,100"
 DDP_DEFAULT_MB = DDPConfig().bucket_cap_mb
-"""DDP's own default bucket size (25 MiB)."""
+"""DDP's own default bucket size (25 MiB), passed explicitly: its first bucket is 25 MiB too."""
 
 
 @dataclass(frozen=True)

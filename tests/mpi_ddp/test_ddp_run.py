@@ -40,6 +40,8 @@ def test_a_ddp_run_records_its_settings_and_never_starts_horovod(comm_world) -> 
     info = rec["strategy"]
     assert info["name"] == "ddp" and info["backend"] == "gloo"
     assert info["bucket_cap_mb"] == 0.5 and info["comm_hook"] == "fp16"
+    # As torch made it: a bucket_cap_mb given caps the first bucket too (1 MiB only if unset).
+    assert info["first_bucket_mb"] == 0.5
     assert info["rendezvous"]["source"] == "agreed"
     assert rec["config"]["strategy"]["ddp"]["comm_hook"] == "fp16"
     assert rec["horovod_used"] is None

@@ -3,6 +3,7 @@ torch and never starts Horovod; and what MWMS cannot do in one process is refuse
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 
@@ -36,6 +37,18 @@ def test_mwms_run_records_and_never_loads_torch_or_horovod(comm_world) -> None:
     # Checked on every rank: MWMS is TensorFlow's own; neither torch nor Horovod is touched.
     assert _loaded("torch") == []
     assert _loaded("horovod") == []
+
+
+def test_tf_config_is_not_left_behind(comm_world) -> None:
+    # The session's MWMS (conftest) was made from a TF_CONFIG agreed over MPI. It is exported
+    # only while MWMS reads it: later subprocesses, or a retry taking it for the user's, must
+    # not inherit this job's cluster.
+    from hvdscale.frameworks.tf.mwms import native
+
+    assert "TF_CONFIG" not in os.environ
+    _, conf = native(MWMSConfig(), comm_world)
+    assert len(conf["cluster"]["worker"]) == comm_world.size
+    assert "TF_CONFIG" not in os.environ
 
 
 def test_other_mwms_settings_in_the_same_process_are_refused(comm_world) -> None:

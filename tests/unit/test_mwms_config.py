@@ -15,6 +15,7 @@ from hvdscale.frameworks.tf.tf_config import (
     agree_tf_config,
     build_tf_config,
     check_user_tf_config,
+    exported,
     worker_addresses,
 )
 
@@ -86,12 +87,19 @@ class _OneRank:
         return [obj]
 
 
-def test_agreed_ports_are_exported(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_agreed_ports_are_exported_only_while_used(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TF_CONFIG", raising=False)
     conf = agree_tf_config(_OneRank(), 0)
     (addr,) = conf["cluster"]["worker"]
     assert addr.startswith("127.0.0.1:") and int(addr.split(":")[1]) > 0
-    assert json.loads(os.environ["TF_CONFIG"]) == conf
+    assert "TF_CONFIG" not in os.environ
+    with exported(conf):
+        assert json.loads(os.environ["TF_CONFIG"]) == conf
+    assert "TF_CONFIG" not in os.environ  # later subprocesses and retries see no stale cluster
+    monkeypatch.setenv("TF_CONFIG", "")  # an empty value is unset, and is left as it was
+    with exported(conf):
+        assert json.loads(os.environ["TF_CONFIG"]) == conf
+    assert os.environ["TF_CONFIG"] == ""
     monkeypatch.delenv("TF_CONFIG")
     assert agree_tf_config(_OneRank(), 41000)["cluster"]["worker"] == ["127.0.0.1:41000"]
     # A TF_CONFIG the user exported wins.

@@ -29,7 +29,7 @@ from hvdscale.config.strategy import MWMSConfig, StrategyConfig
 from hvdscale.core.data import Batch, collate
 from hvdscale.errors import ConfigError, HvdscaleError
 from hvdscale.frameworks.tf.adapter import TFAdapter
-from hvdscale.frameworks.tf.tf_config import agree_tf_config
+from hvdscale.frameworks.tf.tf_config import agree_tf_config, exported
 from hvdscale.strategies.base import Strategy
 
 SUM = tf.distribute.ReduceOp.SUM
@@ -69,8 +69,9 @@ def native(cfg: MWMSConfig, world: Any) -> tuple[tf.distribute.Strategy, dict[st
                           "horovodrun without --gloo): its TF_CONFIG is agreed over MPI")
     conf = agree_tf_config(world, cfg.port)
     try:
-        strategy = tf.distribute.MultiWorkerMirroredStrategy(  # hvd: starts the gRPC server
-            communication_options=_options(cfg))
+        with exported(conf):  # the resolver reads TF_CONFIG once, here
+            strategy = tf.distribute.MultiWorkerMirroredStrategy(  # hvd: starts gRPC server
+                communication_options=_options(cfg))
     except RuntimeError as e:  # collectives are configured before the runtime's first op
         raise HvdscaleError(f"strategy.name=mwms could not start ({e}): TensorFlow's runtime "
                             "was already running in this process") from None
@@ -164,7 +165,11 @@ class MWMSTF(Strategy):
         scale = tf.constant(1.0 / total if batch is not None else 0.0, tf.float32)
         inputs = self.adapter.train_inputs(batch if batch is not None else self._zero_batch)
         t0 = time.perf_counter()
-        loss = float(self._train(*inputs, scale))  # waits for the graph call to finish
+        self.phase = "overlapped"  # one graph call computes and all-reduces (the watchdog)
+        try:
+            loss = float(self._train(*inputs, scale))  # waits for the graph call to finish
+        finally:
+            self.phase = "compute"
         self.adapter.compute_s += time.perf_counter() - t0
         self.steps += 1
         return loss if batch is not None else 0.0

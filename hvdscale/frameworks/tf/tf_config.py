@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from hvdscale.errors import ConfigError
@@ -53,7 +55,7 @@ def check_user_tf_config(text: str, rank: int, size: int) -> dict[str, Any]:
 
 
 def agree_tf_config(world: Any, port: int) -> dict[str, Any]:
-    """Export TF_CONFIG for this rank of ``world`` (an MPI world) and return it.
+    """TF_CONFIG for this rank of ``world`` (an MPI world); see :func:`exported` to use it.
 
     Args:
         world: the harness world (``rank``, ``size``, ``local_rank``, ``allgather``).
@@ -67,7 +69,22 @@ def agree_tf_config(world: Any, port: int) -> dict[str, Any]:
     user = os.environ.get("TF_CONFIG", "")
     if user.strip():
         return check_user_tf_config(user, world.rank, world.size)
-    conf = build_tf_config(worker_addresses([h for h, _ in everyone], [p for _, p in everyone]),
+    return build_tf_config(worker_addresses([h for h, _ in everyone], [p for _, p in everyone]),
                            world.rank)
-    os.environ["TF_CONFIG"] = json.dumps(conf)  # hvd: read by MWMS's cluster resolver
-    return conf
+
+
+@contextmanager
+def exported(conf: dict[str, Any]) -> Iterator[None]:
+    """TF_CONFIG set to ``conf`` while MWMS's cluster resolver reads it (a user-exported value
+    stays as it is); the environment is left as it was, so later subprocesses and a retry in
+    this process do not inherit this job's cluster as if the user had set it."""
+    before = os.environ.get("TF_CONFIG")
+    if not (before or "").strip():
+        os.environ["TF_CONFIG"] = json.dumps(conf)  # hvd: read by MWMS's cluster resolver
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TF_CONFIG", None)
+        else:
+            os.environ["TF_CONFIG"] = before

@@ -236,8 +236,10 @@ class TorchAdapter:
 
     def loss(self, batch: Batch) -> float:
         """Summed token loss without gradients."""
+        # The module itself, never a strategy's wrapper: one rank evaluates, and a wrapper's
+        # forward may issue collectives (DDP's, once its join context was built).
         with torch.no_grad():
-            loss, _ = self.forward_model(**self.tensors(batch))
+            loss, _ = self.model(**self.tensors(batch))
         return float(loss)
 
     def step(self) -> None:

@@ -176,22 +176,38 @@ class DDPStrategy(Strategy):
             with self.communicating():
                 work.wait()  # hvd:
             t_bwd[0] = time.time()
+            # The backward computes and waits for the bucket allreduces in one call.
+            self.phase = "overlapped"
             return self.size / float(tokens[0])
 
         self.adapter.zero_grad()
-        # hvd: DDP's backward allreduces each bucket as it fills; it returns once all are done
-        loss = self.adapter.forward_backward(batch, scale)
+        try:
+            # hvd: DDP's backward allreduces each bucket as it fills; returns once all are done
+            loss = self.adapter.forward_backward(batch, scale)
+        finally:
+            self.phase = "compute"
         t_bwd_end = time.time()
         self.adapter.step()
         self.step_times.append((t_start, t_bwd[0], t_bwd_end, time.time()))
-        self.join.after_step()
+        with self.joined():
+            self.join.after_step()  # hvd: the last measured step leaves the join context
         return loss
+
+    @contextmanager
+    def joined(self) -> Iterator[None]:
+        """Phase ``joined`` while in the join context's exit: this rank waits, for as long as
+        the others still train, inside one step; the step watchdog leaves that wait alone."""
+        self.phase = "joined"
+        try:
+            yield
+        finally:
+            self.phase = "compute"
 
     def _idle_step(self) -> float:
         """No batch on this rank: DDP's join, or a zero contribution to the same step."""
         if self.join.ctx is not None:
             if self.join.active:  # the first step without a batch; later ones have no work
-                with self.communicating():
+                with self.joined():
                     self.join.leave()  # hvd: shadows the others' collectives until all leave
             return 0.0
         tokens, work = self._tokens(0.0)
@@ -212,12 +228,20 @@ class DDPStrategy(Strategy):
         data = self.ddp._get_ddp_logging_data()
         return {k: v for k, v in data.items() if isinstance(v, int | float | str)}
 
+    def first_bucket_mb(self) -> float | None:
+        """The first bucket's cap in MiB as DDP made it: with ``bucket_cap_mb`` given (always,
+        here) torch 2.13 caps the first bucket at the same size; its 1 MiB first bucket applies
+        only when ``bucket_cap_mb`` is left unset. None where the torch build does not say."""
+        bucket_config = getattr(self.ddp, "_bucket_config", None)
+        cap = getattr(bucket_config, "first_bucket_bytes_cap", None)
+        return None if cap is None else cap / 2**20
+
     def info(self) -> dict[str, Any]:
         log = self.ddp_logging()
         rv = self.rendezvous
         return {
             "name": self.name, **{k: getattr(self.cfg, k) for k in self.cfg.__dataclass_fields__},
-            "first_bucket_mb": 1.0,  # DDP's fixed first bucket (dist._DEFAULT_FIRST_BUCKET_BYTES)
+            "first_bucket_mb": self.first_bucket_mb(),
             "backend": self.backend,
             "token_weighting": "loss x size/global_tokens, DDP averages",
             "rendezvous": None if rv is None else {"addr": rv.addr, "port": rv.port,

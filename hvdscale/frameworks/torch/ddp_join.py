@@ -8,9 +8,14 @@ with batches leaves after the last measured step, so every rank is out before th
 end-of-window barrier. On leaving, DDP copies the parameters of the rank that left last to all
 (its post-hook); the joined ranks' optimizer state stays where they left it.
 
-The token count's joinable comes first in the context, so its group carries the join count and
-a joined rank shadows a step in the order the others issue it: count and tokens, then DDP's
-gradient-sync flag and buckets.
+The join count runs on the first joinable's group and device, which the context requires to be
+DDP's own (its default group, gloo on CPU, NCCL on a GPU, so the count's tensor lives on DDP's
+device). The token count's joinable comes first in the context, so a joined rank shadows a step
+in the order the others issue it: join count (DDP's group), tokens (their own gloo group), then
+DDP's gradient-sync flag and buckets.
+
+A joined rank waits inside one ``strategy.step`` call until every rank has joined, so the
+config refuses what would need it back earlier (``hvdscale.config.ddp_checks``).
 """
 
 from __future__ import annotations
@@ -34,23 +39,24 @@ class _TokensHook(JoinHook):
 
 class TokenCount(Joinable):
     """The global token count's allreduce (on ``group``), as a participant of DDP's join
-    context; the context's own join count runs on ``ddp_group`` (one group per context)."""
+    context; the context's own join count runs on ``ddp``'s group and device (one group and
+    one device per context: NCCL needs the count on the GPU)."""
 
-    def __init__(self, group: Any, ddp_group: Any) -> None:
+    def __init__(self, group: Any, ddp: Any) -> None:
         super().__init__()
         self.group = group
-        self.ddp_group = ddp_group
+        self.ddp = ddp
 
     def join_hook(self, **kwargs: Any) -> JoinHook:
         return _TokensHook(self.group)
 
     @property
     def join_device(self) -> torch.device:
-        return torch.device("cpu")
+        return self.ddp.join_device  # the device DDP's group communicates from
 
     @property
     def join_process_group(self) -> Any:
-        return self.ddp_group
+        return self.ddp.join_process_group
 
 
 class JoinControl:
@@ -69,7 +75,7 @@ class JoinControl:
     def attach(self, ddp: Any, tokens_group: Any) -> None:
         """The DDP model and the token group that take part in the context."""
         self.ddp = ddp
-        self.tokens = TokenCount(tokens_group, ddp.process_group) if self.enabled else None
+        self.tokens = TokenCount(tokens_group, ddp) if self.enabled else None
 
     def plan(self, window_steps: int, endless: bool) -> None:
         """The runner's schedule: idle steps exist only in epoch mode (not ``endless``)."""
@@ -97,7 +103,7 @@ class JoinControl:
         """A rank with a batch tells the context it has not joined (before its collectives)."""
         if self.active:
             assert self.tokens is not None
-            Join.notify_join_context(self.tokens)  # hvd: the join count, on the tokens group
+            Join.notify_join_context(self.tokens)  # hvd: the join count, on DDP's group
 
     def after_step(self) -> None:
         """After the last measured step, leave (every rank is out before the window closes)."""
