@@ -53,7 +53,7 @@ def crossing(curve: list[dict[str, Any]], loss: float) -> dict[str, Any] | None:
     evaluation already meets it there is nothing earlier to interpolate from: that point.
     """
     for i, p in enumerate(curve):
-        if p["loss"] > loss:
+        if not p["loss"] <= loss:  # a NaN (diverged) evaluation never meets a target
             continue
         prev = curve[i - 1] if i else p
         drop = prev["loss"] - p["loss"]
@@ -66,7 +66,9 @@ def _reached(rec: dict[str, Any]) -> dict[str, Any] | None:
     """The interpolated crossing of a record's own target (None: not reached)."""
     q = rec["quality"]
     loss = target_loss(q["until"], q.get("floor_loss"))
-    return None if loss is None else crossing(q.get("curve") or [], loss)
+    if loss is None or q.get("reached") is False:  # the run's own verdict stands
+        return None
+    return crossing(q.get("curve") or [], loss)
 
 
 def _group(rec: dict[str, Any]) -> tuple:

@@ -54,6 +54,15 @@ def test_crossing_interpolates_between_the_evaluations_either_side() -> None:
     assert crossing(curve, 3.0)["step"] == 10  # met at the first evaluation: that point
 
 
+def test_a_diverged_evaluation_never_meets_the_target() -> None:
+    # NaN <= target is False, and so is NaN > target: only the first is a safe test.
+    assert crossing(_curve([3.0, math.nan, math.nan]), 2.0) is None
+    one = _record(1, "weak", [3.0, 1.5], 1000.0)
+    two = _record(2, "weak", [3.0, math.nan], 1900.0)  # diverged: the run says not reached
+    assert two["quality"]["reached"] is False
+    assert "not reached" in quality_section([one, two]).split("| 2 |")[-1]
+
+
 def test_target_loss_of_each_metric() -> None:
     assert target_loss({"metric": "loss", "target": 2.0}, None) == 2.0
     assert math.isclose(target_loss({"metric": "perplexity", "target": math.e}, None), 1.0)
