@@ -5,8 +5,9 @@ What a strategy changes is a ``Reduction``: how this rank's loss-token count bec
 the loss is divided by, a wrapper of the gradient tape (Horovod's ``DistributedGradientTape``),
 and a function of the gradient list (one allreduce of all of them after the backward pass, or a
 replica context's all-reduce). The default reduces nothing: a local step (independent
-replicas). ``step_body`` is the untraced body, for a strategy that runs it inside its own
-function (``strategy.run``); ``build_train_step`` traces it once for every batch shape.
+replicas). ``step_body`` is the untraced body; ``build_train_step`` traces it once for every
+batch shape. MultiWorkerMirroredStrategy (frameworks/tf/mwms.py) does not use it: its step is
+its token count's graph call, then ``strategy.run`` of its own replica function (two calls).
 
 The loss scale is ``weight / total_tokens``, divided in float64 and rounded once to float32 (the
 value the eager path passed). A rank without a batch runs the step on a stand-in batch with
