@@ -2,7 +2,9 @@
 
 Each repeat launches the three strategies back to back (order rotated every repeat) with
 ``mpirun -np N hvdscale run``, so machine noise spreads over all of them; medians over repeats
-and the ratios of medians are reported. Records go to a scratch results directory.
+and the ratios of medians are reported. The 1-minute load is recorded before and after every
+launch (``launches``), and emit labels the result quiet from those. Records go to a scratch
+results directory.
 
     python bench/bench_strategies.py --np 2 --repeats 5 [--config configs/demo.yaml]
 """
@@ -44,11 +46,17 @@ def main() -> int:
     extra = [x for kv in args.set for x in ("--set", kv)]
     wps: dict[str, list[float]] = {s: [] for s in STRATEGIES}
     step_ms: dict[str, list[float]] = {s: [] for s in STRATEGIES}
+    launches: list[dict] = []
     with tempfile.TemporaryDirectory() as out:
         for r in range(args.repeats):
             order = STRATEGIES[r % 3:] + STRATEGIES[: r % 3]
             for s in order:
+                # The load around every launch (os.getloadavg() triples), so emit's quiet label
+                # rests on the run itself, not on one reading at the end.
+                before = list(os.getloadavg())
                 rec = run_point(args.config, args.np, s, out, extra)
+                launches.append({"repeat": r, "strategy": s, "words_per_s": rec["words_per_s"],
+                                 "load_before": before, "load_after": list(os.getloadavg())})
                 wps[s].append(rec["words_per_s"])
                 step_ms[s].append(rec["step_time"]["median"] * 1e3)
                 print(f"repeat {r + 1}/{args.repeats} {s:12s} words/s={rec['words_per_s']:.0f}",
@@ -57,7 +65,7 @@ def main() -> int:
     result = {"config": args.config, "np": args.np, "repeats": args.repeats, "set": args.set,
               "median_words_per_s": med,
               "median_step_ms": {s: statistics.median(v) for s, v in step_ms.items()},
-              "all_words_per_s": wps,
+              "all_words_per_s": wps, "launches": launches,
               "horovod_over_independent": med["horovod"] / med["independent"],
               "ps_over_independent": med["ps"] / med["independent"],
               "ps_over_horovod": med["ps"] / med["horovod"]}

@@ -8,7 +8,10 @@ Two kinds of check:
 2. Headline figures written by hand. Each check below recomputes figures of one section from
    its raw file and formats them as the text prints them (same rounding), and the formatted
    string must appear in BENCHMARKS.md: a changed figure, or a raw file that no longer gives
-   it, fails. A figure can be moved in the text freely; its printed form cannot change alone.
+   it, fails. A figure in a table is checked as its whole row, label first (and a table with
+   one column per run is checked by one check reading every run), so figures swapped between
+   rows or columns fail too. Load maxima and the quiet label are recomputed from the loads the
+   raw file recorded (``emit.quiet_label``), never read from its stored summary.
 
     python bench/check_benchmarks.py                    # CI: tests/run.sh phase "benchmarks"
     python bench/check_benchmarks.py --md /tmp/B.md     # another copy of the text
@@ -26,9 +29,12 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "bench") not in sys.path:  # emit, also when this file is loaded by path (tests)
+    sys.path.insert(0, str(ROOT / "bench"))
+from emit import quiet_label  # noqa: E402
+
 GENERATED = re.compile(r"<!-- generated: (.+?) -->\n(.*?)<!-- end generated -->", re.S)
 RENDER_CMD = re.compile(r"python bench/[\w]+\.py --render bench/results/[\w.-]+\.json")
 
@@ -37,12 +43,26 @@ def _ms(s: float, spec: str = ".2f") -> str:
     return format(1e3 * s, spec)
 
 
-def issue3_overhead(d: dict) -> list[str]:
+class FigureError(Exception):
+    """A check found nothing to compare (its raw file does not hold what it reads)."""
+
+
+ISSUE3_RUNS = ("overhead_issue24.json", "overhead_issue24_run2.json",
+               "overhead_issue24_run3.json")
+
+
+def issue3_overhead_row(name: str, d: dict) -> str:
+    """One run's row of issue 3's harness-overhead table; load and quiet recomputed."""
     m, (lo, hi) = d["median_step_s"], d["overhead_pct_paired_rounds_range"]
-    return [f"| {d['rounds']} | {_ms(m['minimal'])} | {_ms(m['hvdscale'])} | "
+    q = quiet_label(d)
+    return (f"| `{name}` | {d['rounds']} | {_ms(m['minimal'])} | {_ms(m['hvdscale'])} | "
             f"{d['overhead_pct']:+.1f} % | {d['overhead_pct_paired_rounds']:+.1f} % "
-            f"({lo:+.1f}..{hi:+.1f}) | {d['load_1min_max']:.2f} | "
-            f"{'yes' if d['quiet'] else 'no'} |"]
+            f"({lo:+.1f}..{hi:+.1f}) | {q['load_1min_max']:.2f} | "
+            f"{'yes' if q['quiet'] else 'no'} |")
+
+
+def issue3_overhead(*runs: dict) -> list[str]:
+    return [issue3_overhead_row(n, d) for n, d in zip(ISSUE3_RUNS, runs, strict=True)]
 
 
 def issue3_strategies(d: dict) -> list[str]:
@@ -51,7 +71,16 @@ def issue3_strategies(d: dict) -> list[str]:
             f"| horovod | {w['horovod']:.0f} | {s['horovod']:.1f} | "
             f"**{d['horovod_over_independent']:.3f}** |",
             f"| ps | {w['ps']:.0f} | {s['ps']:.1f} | {d['ps_over_independent']:.3f} |",
-            f"ps / horovod {d['ps_over_horovod']:.2f}"]
+            f"ps / horovod {d['ps_over_horovod']:.2f}", _load_phrase(d)]
+
+
+def _load_phrase(d: dict) -> str:
+    """How the text states the load of a run, from the loads its raw file recorded."""
+    q = quiet_label(d)
+    if q["quiet_basis"].startswith("one reading at the end"):
+        return f"one reading, at the end: 1-minute load {q['load_1min_max']:.2f}; not quiet"
+    return (f"every 1-minute load <= {q['load_1min_max']:.2f}, "
+            f"{'quiet' if q['quiet'] else 'not quiet'}")
 
 
 def issue4_ps(d: dict) -> list[str]:
@@ -80,9 +109,11 @@ def issue10_frameworks(d: dict) -> list[str]:
            for n in (1, 2) for fw in ("torch", "tf")]
     for fw, bold in (("tf", "**"), ("torch", "")):
         ind = w[f"{fw} fused np=2 independent"]
-        out.append(f"{bold}{w[f'{fw} fused np=2'] / ind:.2f}{bold} ({ind:.0f} words/s "
-                   f"independent)")
-    out.append(f"| {w['tf fused np=2 embeddings gathered'] / w['tf fused np=2']:.3f} |")
+        out.append(f"| {bold}{fw} horovod / {fw} independent, np=2{bold} | "
+                   f"{bold}{w[f'{fw} fused np=2'] / ind:.2f}{bold} ({ind:.0f} words/s "
+                   f"independent) |")
+    out.append(f"| tf embedding gradients gathered / dense, np=2 | "
+               f"{w['tf fused np=2 embeddings gathered'] / w['tf fused np=2']:.3f} |")
     return out
 
 
@@ -110,16 +141,37 @@ def issue16_timed(d: dict) -> list[str]:
     out = []
     for rnn in ("fused", "loop"):
         pr, gl = s[f"{rnn}: bucketed, per_rank"], s[f"{rnn}: bucketed, global"]
-        out.append(f"| {d[f'throughput_np2_{rnn}']['pad to max']['words_per_s']:.0f} | "
+        out.append(f"| np=2, {rnn} | "
+                   f"{d[f'throughput_np2_{rnn}']['pad to max']['words_per_s']:.0f} | "
                    f"{pr['words_per_s']:.0f} ({pr['idle_pct']:.1f} %) | "
                    f"{gl['words_per_s']:.0f} (**{gl['idle_pct']:.1f} %**) |")
     return out
 
 
-def issue17_overhead(d: dict) -> list[str]:
-    m = d["median_step_s"]
-    return [f"{_ms(m['minimal'], '.1f')} |", f"{_ms(m['hvdscale_no_progress'], '.1f')} |",
-            f"{_ms(m['hvdscale'], '.1f')} |", f"**{d['progress_ratio_paired_rounds']:.3f}**"]
+def _pct(x: float) -> str:
+    return f"{x:+.1f} %".replace("-", "\u2212")  # the table prints a minus sign
+
+
+def issue17_overhead(*runs: dict) -> list[str]:
+    """Issue 17's table, one column per run (run 1, run 2): each row checked whole."""
+    def row(label: str, cell: Callable[[dict], str]) -> str:
+        return f"| {label} | " + " | ".join(cell(d) for d in runs) + " |"
+
+    def iqr(d: dict) -> str:
+        lo, hi = d["progress_ratio_paired_rounds_iqr"]
+        return f"**{d['progress_ratio_paired_rounds']:.3f}** ({lo:.2f}\u2013{hi:.2f})"
+
+    return [row("minimal Horovod loop", lambda d: _ms(d["median_step_s"]["minimal"], ".1f")),
+            row("hvdscale without progress (before)",
+                lambda d: _ms(d["median_step_s"]["hvdscale_no_progress"], ".1f")),
+            row("hvdscale with progress", lambda d: _ms(d["median_step_s"]["hvdscale"], ".1f")),
+            row("with / without progress, ratio of medians",
+                lambda d: f"{d['progress_ratio']:.3f}"),
+            row(f"with / without progress, median of {runs[0]['rounds']} paired rounds (IQR)",
+                iqr),
+            row("hvdscale (with progress) vs minimal", lambda d: _pct(d["overhead_pct"])),
+            row("hvdscale without progress vs minimal",
+                lambda d: _pct(d["overhead_pct_without_progress"]))]
 
 
 def issue14_seed(d: dict) -> list[str]:
@@ -147,9 +199,12 @@ def issue12_demo_goal(d: dict) -> list[str]:
 def issue12_commheavy(d: dict) -> list[str]:
     rows = {r["label"]: r["words_per_s"] for r in d["table"]}
     ind, dfl = rows["independent"], rows["128MB/1ms/hooks"]
-    return [f"| {rows[k]:.0f} | {rows[k] / ind:.2f} | {rows[k] / dfl:.2f} |"
-            for k in ("default/5ms/after-backward", "default/1ms/after-backward",
-                      "0MB/1ms/hooks", "128MB/5ms/hooks")]
+    labels = {"default/5ms/after-backward": "after-backward, 5 ms (highest words/s)",
+              "default/1ms/after-backward": "after-backward, 1 ms",
+              "0MB/1ms/hooks": "fusion off (0 MiB, 1 ms, hooks)",
+              "128MB/5ms/hooks": "128 MiB, 5 ms, hooks"}
+    return [f"| {label} | {rows[k]:.0f} | {rows[k] / ind:.2f} | {rows[k] / dfl:.2f} |"
+            for k, label in labels.items()]
 
 
 def issue15_gemm(md: str) -> list[str]:
@@ -158,62 +213,82 @@ def issue15_gemm(md: str) -> list[str]:
     for fw, h, v, n, med in re.findall(r"- (\w+) hidden (\d+): (NT|TN) is [^(]*\((\d+)/13 "
                                        r"batch sizes[^;]*; x([\d.]+) median\)", md):
         out.append(f"{fw} {h} {v}: {n}/13" if v == "NT" else f"x{med} ({fw} {h})")
+    if not out:
+        raise FigureError("no NT/TN finding line matched in gemm.md (format changed?)")
     return out
 
 
-def issue20_revisions(d: dict) -> list[str]:
-    return [f"| {d['rounds'] if isinstance(d['rounds'], int) else len(d['rounds'])} | "
-            f"{d['ratio_median']:.3f} | {d['ratio_min']:.3f} | {d['ratio_max']:.3f} | "
-            f"{d['load_max']:.2f} | {'yes' if d['quiet'] else 'no'} |"]
+ISSUE20_REVISIONS = (("torch, horovod", "revisions_issue20_torch.json"),
+                     ("tf, horovod", "revisions_issue20_tf.json"),
+                     ("torch, ps (colocated, 1 server)", "revisions_issue20_torch_ps.json"))
+ISSUE20_OVERHEAD = (("torch", "overhead_issue20.json"), ("torch", "overhead_issue20_run2.json"),
+                    ("tf", "overhead_tf_issue20.json"))
 
 
-def issue20_overhead(d: dict) -> list[str]:
-    m = d["median_step_s"]
-    return [f"| {_ms(m['minimal'])} | {_ms(m['hvdscale'])} | {d['overhead_pct']:+.1f} %"]
+def issue20_revisions(*runs: dict) -> list[str]:
+    """Issue 20's revisions table, a row per run; load and quiet recomputed."""
+    out = []
+    for (label, _), d in zip(ISSUE20_REVISIONS, runs, strict=True):
+        q = quiet_label(d)
+        n = d["rounds"] if isinstance(d["rounds"], int) else len(d["rounds"])
+        out.append(f"| {label} | {n} | {d['ratio_median']:.3f} | {d['ratio_min']:.3f} | "
+                   f"{d['ratio_max']:.3f} | {q['load_1min_max']:.2f} | "
+                   f"{'yes' if q['quiet'] else 'no'} |")
+    return out
 
 
-CHECKS: list[tuple[str, str, Callable[[Any], list[str]]]] = [
-    ("issue 3 harness overhead", "overhead_issue24.json", issue3_overhead),
-    ("issue 3 harness overhead run 2", "overhead_issue24_run2.json", issue3_overhead),
-    ("issue 3 harness overhead run 3", "overhead_issue24_run3.json", issue3_overhead),
-    ("issue 3 scaling", "strategies_np2.json", issue3_strategies),
-    ("issue 4 parameter server np=2", "ps_comm_np2.json", issue4_ps),
-    ("issue 4 parameter server np=3", "ps_comm_np3.json", issue4_ps),
-    ("issue 6 soak", "soak.json", issue6_soak),
-    ("issue 10 frameworks", "frameworks.json", issue10_frameworks),
-    ("issue 10 TF harness overhead", "overhead_tf.json", overhead_tf),
-    ("issue 16 work split", "bucketing_work_split.json", issue16_work_split),
-    ("issue 16 timed", "bucketing.json", issue16_timed),
-    ("issue 14 seed NMT prediction", "comm_model.json", issue14_seed),
-    ("issue 17 run 1", "overhead_issue17_run1.json", issue17_overhead),
-    ("issue 17 run 2", "overhead.json", issue17_overhead),
-    ("issue 12 demo goal", "fusion_demo.json", issue12_demo_goal),
-    ("issue 12 comm-heavy fusion", "fusion_commheavy_torch.json", issue12_commheavy),
-    ("issue 15 GEMM findings", "gemm.md", issue15_gemm),
-    ("issue 20 torch revisions", "revisions_issue20_torch.json", issue20_revisions),
-    ("issue 20 tf revisions", "revisions_issue20_tf.json", issue20_revisions),
-    ("issue 20 torch ps revisions", "revisions_issue20_torch_ps.json", issue20_revisions),
-    ("issue 20 torch overhead", "overhead_issue20.json", issue20_overhead),
-    ("issue 20 torch overhead run 2", "overhead_issue20_run2.json", issue20_overhead),
-    ("issue 20 tf overhead", "overhead_tf_issue20.json", issue20_overhead),
+def issue20_overhead(*runs: dict) -> list[str]:
+    out = []
+    for (fw, raw), d in zip(ISSUE20_OVERHEAD, runs, strict=True):
+        m = d["median_step_s"]
+        out.append(f"| {fw}, `{raw}` | {_ms(m['minimal'])} | {_ms(m['hvdscale'])} | "
+                   f"{d['overhead_pct']:+.1f} %")
+    return out
+
+
+CHECKS: list[tuple[str, tuple[str, ...], Callable[..., list[str]]]] = [
+    ("issue 3 harness overhead", ISSUE3_RUNS, issue3_overhead),
+    ("issue 3 scaling", ("strategies_np2.json",), issue3_strategies),
+    ("issue 4 parameter server np=2", ("ps_comm_np2.json",), issue4_ps),
+    ("issue 4 parameter server np=3", ("ps_comm_np3.json",), issue4_ps),
+    ("issue 6 soak", ("soak.json",), issue6_soak),
+    ("issue 10 frameworks", ("frameworks.json",), issue10_frameworks),
+    ("issue 10 TF harness overhead", ("overhead_tf.json",), overhead_tf),
+    ("issue 16 work split", ("bucketing_work_split.json",), issue16_work_split),
+    ("issue 16 timed", ("bucketing.json",), issue16_timed),
+    ("issue 14 seed NMT prediction", ("comm_model.json",), issue14_seed),
+    ("issue 17 runs 1 and 2", ("overhead_issue17_run1.json", "overhead.json"), issue17_overhead),
+    ("issue 12 demo goal", ("fusion_demo.json",), issue12_demo_goal),
+    ("issue 12 comm-heavy fusion", ("fusion_commheavy_torch.json",), issue12_commheavy),
+    ("issue 15 GEMM findings", ("gemm.md",), issue15_gemm),
+    ("issue 20 revisions", tuple(r for _, r in ISSUE20_REVISIONS), issue20_revisions),
+    ("issue 20 overhead", tuple(r for _, r in ISSUE20_OVERHEAD), issue20_overhead),
 ]
-"""(section, raw file in the results directory, the figures it gives as the text prints them)."""
+"""(section, raw files in the results directory, the figures they give as the text prints
+them: the check is called with each raw file's contents, in this order)."""
 
 
 def check_figures(text: str, results: Path) -> tuple[int, list[str]]:
     """(figures checked, mismatches) of the hand-written headline figures."""
     n, bad = 0, []
-    for section, raw, expect in CHECKS:
-        path = results / raw
-        if not path.is_file():
-            bad.append(f"{section}: raw file {path} is missing")
+    for section, raws, expect in CHECKS:
+        missing = [str(results / r) for r in raws if not (results / r).is_file()]
+        if missing:
+            bad.append(f"{section}: raw file {', '.join(missing)} is missing")
             continue
-        data = path.read_text() if raw.endswith(".md") else json.loads(path.read_text())
-        for figure in expect(data):
+        data = [(results / r).read_text() if r.endswith(".md")
+                else json.loads((results / r).read_text()) for r in raws]
+        try:
+            figures = expect(*data)
+        except (FigureError, KeyError) as e:
+            bad.append(f"{section}: nothing to check in bench/results/{', '.join(raws)}: "
+                       f"{e.__class__.__name__} {e}")
+            continue
+        for figure in figures:
             n += 1
             if figure not in text:
                 bad.append(f"{section}: BENCHMARKS.md does not show {figure!r} "
-                           f"(recomputed from bench/results/{raw})")
+                           f"(recomputed from bench/results/{', '.join(raws)})")
     return n, bad
 
 
@@ -253,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     n_gen, bad_gen = check_generated(text)
     for line in bad_fig + bad_gen:
         print(f"MISMATCH {line}")
-    print(f"{n_fig} figures from {len(CHECKS)} raw results and {n_gen} generated blocks "
+    n_raw = sum(len(raws) for _, raws, _ in CHECKS)
+    print(f"{n_fig} figures from {n_raw} raw results and {n_gen} generated blocks "
           f"checked: {len(bad_fig) + len(bad_gen)} mismatches")
     return 1 if bad_fig or bad_gen else 0
 

@@ -3,9 +3,17 @@ and, if asked, save it as JSON.
 
 Every raw result carries the 1/5/15-minute load average at the moment it is written
 (``loadavg_emit``) next to whatever loads the bench recorded itself (per run, per round: keys
-named ``load...`` or ``...loadavg...``, as a [1, 5, 15] triple or a 1-minute figure), and a
-``quiet`` label computed here from all of them: quiet only if every recorded 1-minute load is
-at most ``quiet_load`` (2.5 on this 2-core machine unless the result says otherwise).
+named ``load...`` or ``...loadavg...``), and a ``quiet`` label computed here from all of them:
+quiet only if every recorded 1-minute load is at most ``quiet_load`` (2.5 on this 2-core
+machine unless the result says otherwise) and the bench recorded a load during the run (one
+reading at the end says nothing about the run: then ``quiet`` is false and ``quiet_basis``
+says why).
+
+A [1, 5, 15] triple (``os.getloadavg()``) is read as one only under a key that names one:
+``...loadavg...``, or ``load_before``/``load_after`` as bench_ddp, bench_mwms and bench_sparse
+write them. Under any other load key every number is a 1-minute load, so three per-round
+figures are not mistaken for a triple. Keys holding a summary (``...max...``, ``quiet...``)
+are not readings and are skipped.
 """
 
 from __future__ import annotations
@@ -21,6 +29,9 @@ from typing import Any
 QUIET_LOAD = 2.5
 """1-minute load average at or below which a run counts as quiet (2 cores, 2 ranks)."""
 _LOAD_KEY = re.compile(r"(^|_)load(avg)?(_|$)|loadavg")
+_TRIPLE_KEY = re.compile(r"loadavg|^load_(before|after)$")
+"""Load keys whose [a, b, c] values are os.getloadavg() triples (1-, 5-, 15-minute)."""
+_EMIT_KEY = "loadavg_emit"
 
 
 def _is_triple(v: Any) -> bool:
@@ -28,46 +39,61 @@ def _is_triple(v: Any) -> bool:
             and all(isinstance(x, int | float) and not isinstance(x, bool) for x in v))
 
 
-def _one_minute(v: Any) -> list[float]:
-    """The 1-minute loads in a recorded load value (a triple, a number, or lists/dicts of them)."""
+def _one_minute(v: Any, triples: bool) -> list[float]:
+    """The 1-minute loads in a recorded load value (a number, lists/dicts of them, and, when
+    ``triples`` (the key names a load average), [1, 5, 15] triples)."""
     if isinstance(v, bool) or v is None:
         return []
     if isinstance(v, int | float):
         return [float(v)] if math.isfinite(v) else []
-    if _is_triple(v):
-        return [float(v[0])]
+    if triples and _is_triple(v):
+        return _one_minute(v[0], triples)
     if isinstance(v, dict):
-        return [x for item in v.values() for x in _one_minute(item)]
+        return [x for item in v.values() for x in _one_minute(item, triples)]
     if isinstance(v, list | tuple):
-        return [x for item in v for x in _one_minute(item)]
+        return [x for item in v for x in _one_minute(item, triples)]
     return []
 
 
-def recorded_loads(obj: Any) -> list[float]:
-    """Every 1-minute load average recorded anywhere in ``obj`` (under a load key)."""
+def recorded_loads(obj: Any, skip: tuple[str, ...] = ()) -> list[float]:
+    """Every 1-minute load average recorded anywhere in ``obj`` (under a load key, except the
+    keys in ``skip`` and summary keys)."""
     out: list[float] = []
     if isinstance(obj, dict):
         for k, v in obj.items():
-            if isinstance(k, str) and _LOAD_KEY.search(k) and not k.startswith("quiet"):
-                out += _one_minute(v)
-            else:
-                out += recorded_loads(v)
+            if not isinstance(k, str) or not _LOAD_KEY.search(k):
+                out += recorded_loads(v, skip)
+            elif k not in skip and "max" not in k and not k.startswith("quiet"):
+                out += _one_minute(v, bool(_TRIPLE_KEY.search(k)))
     elif isinstance(obj, list | tuple):
         for item in obj:
-            out += recorded_loads(item)
+            out += recorded_loads(item, skip)
     return out
 
 
+def quiet_label(result: dict[str, Any]) -> dict[str, Any]:
+    """``load_1min_max``, ``quiet``, ``quiet_load`` and ``quiet_basis`` of a result, computed
+    from its recorded loads alone (also for a raw file read back: nothing stored is trusted)."""
+    limit = float(result.get("quiet_load", QUIET_LOAD))
+    loads = recorded_loads(result)
+    during = recorded_loads(result, skip=(_EMIT_KEY,))
+    if not during:
+        basis = ("one reading at the end (loadavg_emit), none during the run" if loads
+                 else "no load recorded")
+        quiet = False
+    else:
+        basis = f"{len(loads)} recorded 1-minute loads"
+        quiet = all(x <= limit for x in loads)
+    return {"load_1min_max": max(loads, default=math.nan), "quiet": quiet,
+            "quiet_load": limit, "quiet_basis": basis}
+
+
 def label_load(result: dict[str, Any]) -> dict[str, Any]:
-    """``result`` with ``loadavg_emit`` (now), ``load_1min_max`` and ``quiet`` (computed from
-    every recorded 1-minute load; ``result['quiet_load']`` overrides the 2.5 threshold)."""
+    """``result`` with ``loadavg_emit`` (now) and ``quiet_label``'s fields (``quiet`` only if
+    the run recorded its own loads and every one is <= ``result['quiet_load']``, 2.5)."""
     out = dict(result)
-    out["loadavg_emit"] = list(os.getloadavg())
-    loads = recorded_loads(out)
-    limit = float(out.get("quiet_load", QUIET_LOAD))
-    out["quiet_load"] = limit
-    out["load_1min_max"] = max(loads)
-    out["quiet"] = all(x <= limit for x in loads)
+    out[_EMIT_KEY] = list(os.getloadavg())
+    out.update(quiet_label(out))
     return out
 
 

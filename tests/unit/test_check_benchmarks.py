@@ -1,5 +1,6 @@
 """bench/check_benchmarks.py fails when a figure in BENCHMARKS.md no longer matches its raw file:
-checked on a copy of the text with one number changed, and with one generated line changed."""
+checked on a copy of the text with one number changed, with figures swapped between runs or
+rows, with one generated line changed; and bench/emit.py labels the load as the rule says."""
 
 from __future__ import annotations
 
@@ -37,8 +38,9 @@ def test_the_shipped_text_matches_its_raw_files() -> None:
 
 def _overhead_row() -> tuple[str, str]:
     """Issue 3's harness-overhead row as the text prints it, and its minimal-loop figure."""
-    row = _checker().issue3_overhead(json.loads((RESULTS / "overhead_issue24.json").read_text()))
-    return row[0], row[0].split(" | ")[1]
+    name = "overhead_issue24.json"
+    row = _checker().issue3_overhead_row(name, json.loads((RESULTS / name).read_text()))
+    return row, row.split(" | ")[2]
 
 
 def test_a_changed_headline_figure_fails(tmp_path: Path) -> None:
@@ -58,6 +60,83 @@ def test_a_raw_file_that_changed_fails(tmp_path: Path) -> None:
     raw.write_text(re.sub(r'"overhead_pct": [\d.]+', '"overhead_pct": 7.04', raw.read_text()))
     _, bad = _checker().check_figures(MD.read_text(), results)
     assert len(bad) == 1 and "| +7.0 % |" in bad[0]
+
+
+def test_swapped_run_columns_fail(tmp_path: Path) -> None:
+    # Issue 17's table: the run-1 and run-2 columns swapped in every row (the labels stay).
+    text = MD.read_text()
+    head = "| (median step, ms) | run 1 (`overhead_issue17_run1.json`)"
+    rows = []
+    for line in text[text.index(head):].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(line)
+    swapped = text
+    for row in rows:
+        label, r1, r2 = row.strip("|").split(" | ")
+        swapped = swapped.replace(row, f"|{label} | {r2.strip()} | {r1.strip()} |")
+    assert swapped != text and len(rows) == 7
+    _, bad = _checker().check_figures(swapped, RESULTS)
+    assert len(bad) == 7 and all("issue 17" in b for b in bad)
+
+
+def _swap_rows(text: str, label_a: str, label_b: str) -> str:
+    """The text with the figures of the table rows labelled ``label_a`` and ``label_b`` swapped,
+    each row keeping its own label."""
+    lines = text.splitlines(keepends=True)
+    a, b = (next(i for i, x in enumerate(lines) if x.startswith(f"| {lab} | "))
+            for lab in (label_a, label_b))
+    fa, fb = (lines[i].split(" | ", 1)[1] for i in (a, b))
+    assert fa != fb
+    lines[a], lines[b] = f"| {label_a} | {fb}", f"| {label_b} | {fa}"
+    return "".join(lines)
+
+
+def test_figures_moved_to_another_row_fail() -> None:
+    text = MD.read_text()
+    # Issue 16's timed table: the np=2 fused and np=2 loop rows' figures swapped.
+    _, bad = _checker().check_figures(_swap_rows(text, "np=2, fused", "np=2, loop"), RESULTS)
+    assert len(bad) == 2 and all("issue 16 timed" in b for b in bad)
+    # Issue 3's harness-overhead table: the first two runs' figures swapped.
+    swapped = _swap_rows(text, "`overhead_issue24.json`", "`overhead_issue24_run2.json`")
+    _, bad = _checker().check_figures(swapped, RESULTS)
+    assert len(bad) == 2 and all("issue 3 harness overhead" in b for b in bad)
+    # Issue 10: the embedding ratio moved to the row above it (its value tied to its label).
+    swapped = _swap_rows(text, "tf embedding gradients gathered / dense, np=2",
+                         "torch horovod / torch independent, np=2")
+    _, bad = _checker().check_figures(swapped, RESULTS)
+    assert len(bad) == 2 and all("issue 10 frameworks" in b for b in bad)
+
+
+def test_the_quiet_label_is_recomputed_from_the_recorded_loads(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS, results)
+    raw = results / "overhead_issue24.json"
+    d = json.loads(raw.read_text())
+    # The stored summary lies: the check does not read it.
+    raw.write_text(json.dumps({**d, "quiet": False, "load_1min_max": 9.99}))
+    assert _checker().check_figures(MD.read_text(), results)[1] == []
+    # A recorded reading above 2.5: the row's max load and quiet label no longer match.
+    raw.write_text(json.dumps({**d, "loadavg_before": [3.0, 1.0, 1.0]}))
+    _, bad = _checker().check_figures(MD.read_text(), results)
+    assert len(bad) == 1 and "| 3.00 | no |" in bad[0]
+
+
+def test_calling_a_run_quiet_from_one_reading_at_the_end_fails(tmp_path: Path) -> None:
+    # strategies_np2.json read the load once, at the end: the text may not call it quiet.
+    md = _tampered(tmp_path, "one reading, at the end: 1-minute load 2.48; not quiet",
+                   "every 1-minute load <= 2.48, quiet")
+    _, bad = _checker().check_figures(md.read_text(), RESULTS)
+    assert len(bad) == 1 and "issue 3 scaling" in bad[0] and "not quiet" in bad[0]
+
+
+def test_gemm_findings_that_match_nothing_fail(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS, results)
+    gemm = results / "gemm.md"
+    gemm.write_text(gemm.read_text().replace("/13 batch sizes", " of 13 batch sizes"))
+    _, bad = _checker().check_figures(MD.read_text(), results)
+    assert len(bad) == 1 and "issue 15 GEMM findings: nothing to check" in bad[0]
 
 
 def test_a_changed_generated_line_fails(tmp_path: Path) -> None:
@@ -101,8 +180,38 @@ def test_emit_finds_every_recorded_one_minute_load() -> None:
     assert sorted(_emit().recorded_loads(result)) == [1.0, 1.5, 2.0, 2.2, 2.3, 2.4]
 
 
-def test_emit_labels_a_run_above_the_threshold_not_quiet() -> None:
-    out = _emit().label_load({"runs": [{"loadavg_before": [1.0, 1, 1]},
-                                       {"loadavg_after": [2.6, 1, 1]}]})
-    assert out["quiet"] is False and out["load_1min_max"] >= 2.6
-    assert len(out["loadavg_emit"]) == 3  # the load when the result was written
+def _label(monkeypatch, result: dict, now: float = 0.5) -> dict:
+    """emit.label_load with the load at emit time fixed (the machine's own is not read)."""
+    emit = _emit()
+    monkeypatch.setattr(emit.os, "getloadavg", lambda: (now, now, now))
+    return emit.label_load(result)
+
+
+def test_emit_labels_a_run_above_the_threshold_not_quiet(monkeypatch) -> None:
+    out = _label(monkeypatch, {"runs": [{"loadavg_before": [1.0, 1, 1]},
+                                        {"loadavg_after": [2.6, 1, 1]}]})
+    assert out["quiet"] is False and out["load_1min_max"] == 2.6
+    assert out["loadavg_emit"] == [0.5, 0.5, 0.5]  # the load when the result was written
+
+
+def test_emit_labels_a_run_below_the_threshold_quiet(monkeypatch) -> None:
+    out = _label(monkeypatch, {"runs": [{"loadavg_before": [1.0, 9, 9]},
+                                        {"load_after": [2.4, 9, 9]}]})
+    assert out["quiet"] is True and out["load_1min_max"] == 2.4
+
+
+def test_emit_does_not_call_a_run_quiet_from_one_reading_at_the_end(monkeypatch) -> None:
+    out = _label(monkeypatch, {"median_words_per_s": 1.0}, now=1.0)
+    assert out["quiet"] is False and out["load_1min_max"] == 1.0
+    assert "one reading at the end" in out["quiet_basis"]
+    # Read back from a raw file, the same: the stored label is not what decides.
+    assert _emit().quiet_label({**out, "quiet": True})["quiet"] is False
+
+
+def test_emit_reads_triples_only_under_a_load_average_key() -> None:
+    loads = _emit().recorded_loads
+    # Three per-round 1-minute loads are three loads, not a [1, 5, 15] triple.
+    assert loads({"round_load_1min": [1.0, 2.6, 1.5]}) == [1.0, 2.6, 1.5]
+    assert loads({"loadavg_before": [1.0, 2.6, 1.5]}) == [1.0]
+    assert loads({"load_before": [1.0, 2.6, 1.5]}) == [1.0]  # bench_ddp's os.getloadavg()
+    assert loads({"load_max": 9.0, "max_load": 9.0, "quiet_load": 2.5}) == []  # summaries
