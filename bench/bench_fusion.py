@@ -32,7 +32,7 @@ from pathlib import Path
 from emit import emit  # bench/ is on sys.path when a script runs
 
 from hvdscale.study import fusion, fusion_report
-from hvdscale.study.recommend import recommend
+from hvdscale.study.recommend import paired_ratios, recommend
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ("configs/commheavy_torch.yaml", "configs/demo.yaml")
@@ -58,12 +58,13 @@ def summarize(res: dict, np_: int) -> dict:
         entry = {"setting": row["label"], "words_per_s_median": row["words_per_s"],
                  "words_per_s_rounds": wps, "allreduce_ms": row["allreduce_ms"],
                  "non_compute_ms": row["non_compute_ms"], "fused_buffers": row["fused_buffers"]}
+        # Rounds are paired by index; a failed round (None) on either side is left out.
         if indep is not None and name != "independent":
-            ratios = [a / b for a, b in zip(wps, indep["words_per_s_all"], strict=False)]
+            ratios = paired_ratios(wps, indep["words_per_s_all"])
             entry["over_independent_median"] = statistics.median(ratios) if ratios else None
             entry["over_independent_rounds"] = ratios
         if defaults is not None and name not in ("independent", "Horovod defaults"):
-            ratios = [a / b for a, b in zip(wps, defaults["words_per_s_all"], strict=False)]
+            ratios = paired_ratios(wps, defaults["words_per_s_all"])
             entry["over_defaults_median"] = statistics.median(ratios) if ratios else None
             entry["over_defaults_rounds"] = ratios
         out[name] = entry
@@ -161,8 +162,10 @@ def render(raw: dict) -> str:
         per = ", ".join(f"{x:.2f}" for x in p["ratios"]) if p else "—"
         med = f"x{p['median']:.3f} ({p['min']:.3f}-{p['max']:.3f})" if p else (
             "1 (reference)" if r["label"] == ref else "—")
-        wps = ", ".join(f"{x:.0f}" for x in r["words_per_s_all"])
-        out.append(f"| {r['label']} | {wps} | {r['words_per_s']:.0f} | {per} | {med} | "
+        # A failed round shows as a dash in its own column: rounds stay paired by position.
+        wps = ", ".join("—" if x is None else f"{x:.0f}" for x in r["words_per_s_all"])
+        median = "—" if r["words_per_s"] is None else f"{r['words_per_s']:.0f}"
+        out.append(f"| {r['label']} | {wps} | {median} | {per} | {med} | "
                    f"{max(_one_minute_loads(r), default=float('nan')):.1f} |")
     out += ["", f"Recommendation (paired per-round ratios over the defaults): {rec['verdict']}."]
     return "\n".join(out) + "\n"

@@ -4,10 +4,12 @@ Every (fusion threshold, cycle time, overlap mode) point is one launch through t
 machinery (``hvdscale.study.sweep``: same launchers, logs, time limit, failed-point records, skip of
 what is recorded). Repeats are interleaved: round r launches every point once before round r+1
 starts, so slow phases of a shared machine hit all points alike, and ratios are taken per round
-(paired). Horovod's defaults (128 MiB, 1 ms, hooks: verified in 0.28.1's
-``horovod/common/operations.cc``), fusion off and, optionally, Horovod's autotuner's choice and
-independent replicas are measured the same way. Each launch also captures a few steps of Horovod's
-timeline after its measured window, summarised per point (allreduce time, fused buffers).
+(paired); each launch's record is tagged with its round (``hvdscale.study.rounds``), so a
+failed launch leaves its round empty instead of shifting the later ones. Horovod's defaults
+(128 MiB, 1 ms, hooks: verified in 0.28.1's ``horovod/common/operations.cc``), fusion off and,
+optionally, Horovod's autotuner's choice and independent replicas are measured the same way.
+Each launch also captures a few steps of Horovod's timeline after its measured window,
+summarised per point (allreduce time, fused buffers).
 
 Outputs in the results directory (``hvdscale.study.fusion_report``): ``fusion.md`` (table and
 recommendation), ``fusion.json``, ``fusion_heatmap.png``; records in ``results.jsonl``, timelines
@@ -29,13 +31,13 @@ from hvdscale.study.fusion_report import analyze
 from hvdscale.study.fusion_settings import Setting, grid_settings, parse_floats, parse_overlaps
 from hvdscale.study.hostfile import write_hostfile
 from hvdscale.study.launcher import read_out
+from hvdscale.study.rounds import round_point, rounds_of
 from hvdscale.study.sweep import (
     Point,
     SweepRequest,
     SweepSpec,
     plan_sweep,
     recorded,
-    recorded_all,
     run_point,
 )
 
@@ -214,19 +216,27 @@ def _run(spec: FusionSpec, hf: Path | None, say: Callable[[str], None]) -> dict[
         for s, p in pts:
             done += 1
             head = f"[{done}/{total}] round {r + 1}/{spec.repeats} {s.label}"
-            have = recorded_all(read_out(spec.sweep.out), p)
-            if len(have) > r:
-                say(f"{head}: skipped, already measured ({have[r]['words_per_s']:.0f} words/s)")
+            # Round r is measured when a record tagged with round r is (not: when r records of
+            # the point are; a failed earlier round would shift every later one).
+            have = rounds_of(read_out(spec.sweep.out), p, spec.repeats)[r]
+            if have is not None:
+                say(f"{head}: skipped, already measured ({have['words_per_s']:.0f} words/s)")
                 continue
-            o = run_point(spec.sweep, p, hf)
+            o = run_point(spec.sweep, round_point(p, r), hf)
             el = time.monotonic() - t0
             if o.status == "ok":
                 say(f"{head}: {o.words_per_s:.0f} words/s in {o.seconds:.0f} s "
                     f"(elapsed {el:.0f} s)")
             else:
                 say(f"{head}: FAILED after {o.seconds:.0f} s: {o.error} [log: {o.log}]")
-    records = read_out(spec.sweep.out)
-    result = analyze([(s, recorded_all(records, p)[: spec.repeats]) for s, p in pts])
+    result = analyze_out(spec, pts)
     result["autotune"] = autotune_info.label if autotune_info else None
     result["np"] = spec.np
     return result
+
+
+def analyze_out(spec: FusionSpec, pts: list[tuple[Setting, Point]]) -> dict[str, Any]:
+    """The analysis (``fusion_report.analyze``) of the records in the results directory, each
+    setting's records placed by the round they measured (a failed round stays empty)."""
+    records = read_out(spec.sweep.out)
+    return analyze([(s, rounds_of(records, p, spec.repeats)) for s, p in pts])

@@ -21,12 +21,13 @@ from typing import Any
 
 from hvdscale.config import DDPConfig, load_config
 from hvdscale.errors import HvdscaleError
-from hvdscale.study.fusion_report import paired
+from hvdscale.study.fusion_report import paired, words_per_round
 from hvdscale.study.fusion_settings import parse_floats
 from hvdscale.study.hostfile import write_hostfile
 from hvdscale.study.launcher import read_out
 from hvdscale.study.recommend import recommend
-from hvdscale.study.sweep import Point, SweepRequest, SweepSpec, plan_sweep, recorded_all, run_point
+from hvdscale.study.rounds import round_point, rounds_of
+from hvdscale.study.sweep import Point, SweepRequest, SweepSpec, plan_sweep, run_point
 
 DEFAULT_BUCKETS = "1,5,25,100"
 DDP_DEFAULT_MB = DDPConfig().bucket_cap_mb
@@ -105,28 +106,32 @@ def run_buckets(spec: BucketSpec, say: Callable[[str], None] = print) -> dict[st
         for r in range(spec.repeats):
             for mb, p in pts:
                 head = f"round {r + 1}/{spec.repeats} {label(mb)}"
-                if len(recorded_all(read_out(spec.sweep.out), p)) > r:
+                # Round r is measured when a record tagged with round r is: a failed earlier
+                # round leaves its own gap and shifts no later one.
+                if rounds_of(read_out(spec.sweep.out), p, spec.repeats)[r] is not None:
                     say(f"{head}: skipped, already measured")
                     continue
-                o = run_point(spec.sweep, p, hf)
+                o = run_point(spec.sweep, round_point(p, r), hf)
                 say(f"{head}: " + (f"{o.words_per_s:.0f} words/s" if o.status == "ok"
                                    else f"FAILED: {o.error} [log: {o.log}]"))
     records = read_out(spec.sweep.out)
-    res = analyze([(mb, recorded_all(records, p)[: spec.repeats]) for mb, p in pts])
+    res = analyze([(mb, rounds_of(records, p, spec.repeats)) for mb, p in pts])
     res["np"] = spec.np
     return res
 
 
-def analyze(rows: Sequence[tuple[float | None, list[dict[str, Any]]]]) -> dict[str, Any]:
+def analyze(rows: Sequence[tuple[float | None, list[dict[str, Any] | None]]]) -> dict[str, Any]:
     """Medians per bucket size; the recommendation (paired per-round ratios over DDP's
-    default, the rule of ``hvdscale.study.recommend``) and the best size's paired gains."""
+    default, the rule of ``hvdscale.study.recommend``) and the best size's paired gains.
+    Each row's records are indexed by round, None for a round whose launch failed."""
     table, recs_of = [], {}
-    for mb, recs in rows:
+    for mb, rounds in rows:
+        recs = [r for r in rounds if r is not None]
         wps = [r["words_per_s"] for r in recs]
-        recs_of[label(mb)] = recs
+        recs_of[label(mb)] = rounds
         table.append({"label": label(mb), "bucket_cap_mb": mb, "repeats": len(recs),
                       "words_per_s": statistics.median(wps) if wps else None,
-                      "words_per_s_all": wps,
+                      "words_per_s_all": words_per_round(rounds),
                       "buckets": _bucket_count(recs[0]) if recs else None,
                       "loadavg": [r.get("loadavg") for r in recs]})
     ref = label(DDP_DEFAULT_MB)
@@ -152,7 +157,7 @@ def markdown(res: dict[str, Any], title: str) -> str:
              "|:--|:--|:--|:--|:--|"]
     for r in res["table"]:
         wps = "—" if r["words_per_s"] is None else f"{r['words_per_s']:.0f}"
-        rounds = ", ".join(f"{w:.0f}" for w in r["words_per_s_all"])
+        rounds = ", ".join("—" if w is None else f"{w:.0f}" for w in r["words_per_s_all"])
         lines.append(f"|{r['label']}|{r['buckets'] or '—'}|{r['repeats']}|{wps}|{rounds}|")
     lines.append(f"\nRecommendation: **{res['best']}** ({res['recommendation']['verdict']}).")
     g = res.get("best_over_defaults")

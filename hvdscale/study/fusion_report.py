@@ -27,25 +27,35 @@ def _timeline_median(rec: dict[str, Any], key: str) -> float | None:
     return ((tl.get("summary") or {}).get("median") or {}).get(key)
 
 
-def paired(a: list[dict], b: list[dict]) -> dict[str, Any] | None:
-    """Per-round ratios of words/s of ``a`` over ``b`` (rounds paired by order): median,
-    spread (min, max), n, the ratios, and whether every round agrees on the side of 1.0."""
-    return ratio_summary(paired_ratios([r["words_per_s"] for r in a],
-                                       [r["words_per_s"] for r in b]))
+def words_per_round(recs: list[dict | None]) -> list[float | None]:
+    """Each round's words/s (None where that round's launch failed or did not run)."""
+    return [None if r is None else r["words_per_s"] for r in recs]
 
 
-def analyze(rows: list[tuple[Setting, list[dict[str, Any]]]]) -> dict[str, Any]:
+def paired(a: list[dict | None], b: list[dict | None]) -> dict[str, Any] | None:
+    """Per-round ratios of words/s of ``a`` over ``b`` (both indexed by round, None for a
+    failed round): median, spread (min, max), n, the ratios, and whether every round agrees on
+    the side of 1.0."""
+    return ratio_summary(paired_ratios(words_per_round(a), words_per_round(b)))
+
+
+def analyze(rows: list[tuple[Setting, list[dict[str, Any] | None]]]) -> dict[str, Any]:
     """Medians per point; the recommended point (best paired ratio over the defaults, beyond
     noise; else the defaults) as ``best``, with ``recommendation`` saying why; its paired gains
-    over defaults, fusion off, autotune and independent replicas."""
+    over defaults, fusion off, autotune and independent replicas.
+
+    Each row's records are indexed by round (``hvdscale.study.rounds.by_round``), None for a
+    round whose launch failed: ratios pair round i with round i, never shifted records."""
     table = []
-    by_kind: dict[str, list[dict]] = {}
-    recs_of: dict[str, list[dict]] = {}
-    for s, recs in rows:
+    by_kind: dict[str, list[dict | None]] = {}
+    recs_of: dict[str, list[dict | None]] = {}
+    for s, rounds in rows:
+        wps_all = words_per_round(rounds)
+        recs = [r for r in rounds if r is not None]
         wps = [r["words_per_s"] for r in recs]
         row = {"label": s.label, "kind": s.kind, "threshold_mb": s.effective()[0],
                "cycle_ms": s.effective()[1], "overlap": s.overlap, "repeats": len(recs),
-               "words_per_s": _med(wps), "words_per_s_all": wps,
+               "words_per_s": _med(wps), "words_per_s_all": wps_all,
                "spread_pct": (100 * (max(wps) - min(wps)) / _med(wps)) if len(wps) > 1 else None,
                "non_compute_ms": _med([r.get("idle", {}).get("idle_ms_per_step") for r in recs]),
                "step_ms": _med([r["step_time"]["median"] * 1e3 for r in recs]),
@@ -53,14 +63,14 @@ def analyze(rows: list[tuple[Setting, list[dict[str, Any]]]]) -> dict[str, Any]:
                "fused_buffers": _med([_timeline_median(r, "fused_buffers") for r in recs]),
                "loadavg": [r.get("loadavg") for r in recs]}
         table.append(row)
-        recs_of[s.label] = recs
+        recs_of[s.label] = rounds
         if s.kind != "grid":
-            by_kind.setdefault(s.kind, recs)
+            by_kind.setdefault(s.kind, rounds)
         eff = s.effective()
         if s.kind == "grid" and eff == HOROVOD_DEFAULT:
-            by_kind.setdefault("defaults", recs)
+            by_kind.setdefault("defaults", rounds)
         if s.kind == "grid" and eff == (0.0, 1.0, "hooks"):
-            by_kind.setdefault("off", recs)
+            by_kind.setdefault("off", rounds)
     # The recommendation: the best PAIRED ratio over the defaults (per round, same machine
     # state), and only when its spread lies above 1.0; otherwise the defaults stay.
     row_of = {r["label"]: r for r in table}

@@ -51,8 +51,10 @@ def recommend(rounds: Mapping[str, Sequence[float | None]], reference: str,
 
     Returns:
         ``reference``; ``ratios`` (label -> ``ratio_summary`` over the reference);
-        ``candidate`` (the label with the best median ratio, or None); ``recommended`` (that
-        label when its ratios all lie above 1.0 in at least ``min_rounds`` rounds, else None);
+        ``candidate`` (the label with the best median ratio among those with at least
+        ``min_rounds`` paired rounds, or among all when none has; None when none is paired);
+        ``recommended`` (that label when its ratios all lie above 1.0 in at least
+        ``min_rounds`` rounds, else None);
         ``verdict`` (one sentence saying which, and why).
     """
     if reference not in rounds:
@@ -65,7 +67,10 @@ def recommend(rounds: Mapping[str, Sequence[float | None]], reference: str,
     if not scored:
         return {"reference": reference, "ratios": ratios, "candidate": None,
                 "recommended": None, "verdict": f"{NO_WINNER} (no paired rounds)"}
-    candidate = max(scored, key=lambda label: scored[label]["median"])
+    # Only settings with enough paired rounds to show a spread compete: one lucky round of
+    # another setting must not hide one that wins every round. All compete when none has.
+    enough = {label: s for label, s in scored.items() if s["n"] >= min_rounds} or scored
+    candidate = max(enough, key=lambda label: enough[label]["median"])
     s = scored[candidate]
     spread = f"x{s['median']:.3f}, rounds {s['min']:.3f}-{s['max']:.3f}, n={s['n']}"
     if s["n"] < min_rounds:

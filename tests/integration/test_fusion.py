@@ -101,3 +101,33 @@ def test_two_point_fusion_sweep_recommends_and_resumes(tmp_path: Path) -> None:
     assert r2.stdout.count("skipped, already measured") == 2
     assert (tmp_path / "results.jsonl").read_bytes() == before
     assert "**Recommended: " in r2.stdout
+
+
+def test_a_failed_launch_keeps_its_round_and_a_rerun_fills_only_that_round(
+        tmp_path: Path) -> None:
+    # Fusion off's launch in round 1 (of 2) fails on every rank; its round-2 record must stay
+    # round 2 (paired with the defaults' round 2), and a rerun launches only the failed round.
+    argv = ["--threshold-mb", "0", "--cycle-ms", "1", "--overlap", "hooks", "--repeats", "2",
+            "--no-autotune", "--no-independent", "--timeline-steps", "0", "--out", str(tmp_path)]
+    cmd = [sys.executable, "-m", "hvdscale", "fusion", "configs/demo.yaml", "--np", "2", *argv,
+           *TINY]
+    fault = {**ENV, "HVDSCALE_FAULT": "*:config",
+             "HVDSCALE_FAULT_ARGV": "cycle_time_ms=1 --set name=demo-round1 "}
+    r = subprocess.run(cmd, cwd=ROOT, env=fault, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1 and "1 points lack rounds" in r.stdout, r.stdout + r.stderr
+    assert r.stdout.count("FAILED") == 1, r.stdout
+    names = [(x["status"], x["name"]) for x in records(tmp_path)]
+    assert names.count(("failed", "demo-round1")) == 1 and len(names) == 4
+    rows = {row["label"]: row for row in json.loads((tmp_path / "fusion.json").read_text())
+            ["table"]}
+    off = rows["0MB/1ms/hooks"]["words_per_s_all"]
+    assert off[0] is None and off[1] > 0
+    r2 = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    assert r2.returncode == 0, r2.stdout + r2.stderr
+    assert r2.stdout.count("skipped, already measured") == 3, r2.stdout
+    recs = records(tmp_path)
+    assert len(recs) == 5 and (recs[-1]["status"], recs[-1]["name"]) == ("ok", "demo-round1")
+    rows = {row["label"]: row for row in json.loads((tmp_path / "fusion.json").read_text())
+            ["table"]}
+    assert rows["0MB/1ms/hooks"]["words_per_s_all"][1] == off[1]
+    assert None not in rows["0MB/1ms/hooks"]["words_per_s_all"]

@@ -1,14 +1,26 @@
 """The fusion recommendation comes from PAIRED per-round ratios over Horovod's defaults, on crafted
 records: it picks the setting with the best paired ratio (not the best unpaired median), reports
-the spread, and refuses to recommend when the spread straddles 1.0."""
+the spread, and refuses to recommend when the spread straddles 1.0. Rounds are paired by the
+round each record measured (``hvdscale.study.rounds``), never by their order, so a failed launch
+leaves a gap instead of shifting every later round."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from hvdscale.config import to_dict
+from hvdscale.records.store import append_record
+from hvdscale.study import fusion, fusion_ddp
 from hvdscale.study.fusion_report import analyze, markdown
 from hvdscale.study.fusion_settings import Setting
+from hvdscale.study.launcher import read_out
 from hvdscale.study.recommend import NO_WINNER, paired_ratios, recommend
+from hvdscale.study.rounds import by_round, round_point, rounds_of
+from hvdscale.study.sweep import Point
+
+ROOT = Path(__file__).resolve().parents[2]
 
 DEFAULTS = Setting(128.0, 1.0, "hooks")
 OFF = Setting(0.0, 1.0, "hooks")
@@ -63,3 +75,80 @@ def test_refuses_with_one_round_and_when_everything_is_slower() -> None:
 
 def test_paired_ratios_skip_failed_rounds() -> None:
     assert paired_ratios([110.0, None, 90.0], [100.0, 100.0, 0.0]) == [pytest.approx(1.1)]
+
+
+def test_a_lucky_single_round_does_not_hide_a_setting_that_wins_every_round() -> None:
+    # A has one paired round (x1.5), B wins all three: B is the candidate and is recommended.
+    rec = recommend({"d": [100.0] * 3, "A": [150.0], "B": [110.0, 108.0, 109.0]}, "d")
+    assert rec["candidate"] == rec["recommended"] == "B"
+    # With no setting paired often enough, the best median still names the candidate.
+    one = recommend({"d": [100.0], "A": [150.0], "B": [110.0]}, "d")
+    assert one["candidate"] == "A" and one["recommended"] is None
+
+
+def _spec(tmp_path: Path) -> fusion.FusionSpec:
+    grid = fusion.FusionGrid(2, "0,128", "1", "hooks", repeats=3, timeline_steps=0,
+                             autotune=False, independent=False)
+    return fusion.plan_fusion(ROOT / "configs/demo.yaml", grid, tmp_path, check_out=False)
+
+
+def _launch(point: Point, r: int, wps: float | None) -> dict:
+    """The record round ``r`` of ``point`` leaves in results.jsonl (None: its launch failed)."""
+    cfg = round_point(point, r).cfg
+    rec = {"name": cfg.name, "config": to_dict(cfg), "ranks": point.ranks}
+    if wps is None:
+        return {**rec, "status": "failed", "error": "exit 1"}
+    return {**rec, "status": "ok", "words_per_s": wps, "step_time": {"median": 0.05}}
+
+
+def test_a_failed_launch_leaves_its_round_empty_instead_of_shifting_the_later_ones(
+        tmp_path: Path) -> None:
+    spec = _spec(tmp_path)
+    (off, p_off), (dflt, p_dflt) = fusion.points(spec)
+    assert (off.label, dflt.label) == (OFF.label, DEFAULTS.label)
+    # Round-major, as launched: fusion off failed in round 0, the defaults in round 2. Off is
+    # 10 % SLOWER than the defaults in rounds 1 and 2; paired by order instead of by round, its
+    # [63, 81] would face the defaults' [50, 70] and look 21-26 % faster.
+    for rec in (_launch(p_off, 0, None), _launch(p_dflt, 0, 50.0),
+                _launch(p_off, 1, 63.0), _launch(p_dflt, 1, 70.0),
+                _launch(p_off, 2, 81.0), _launch(p_dflt, 2, None)):
+        append_record(tmp_path, rec)
+    records = read_out(tmp_path)
+    # Resume: round 0 of fusion off and round 2 of the defaults are the ones still to launch.
+    assert [r is None for r in rounds_of(records, p_off, 3)] == [True, False, False]
+    assert [r is None for r in rounds_of(records, p_dflt, 3)] == [False, False, True]
+    res = fusion.analyze_out(spec, fusion.points(spec))
+    row = {r["label"]: r for r in res["table"]}
+    assert row[OFF.label]["words_per_s_all"] == [None, 63.0, 81.0]
+    assert row[DEFAULTS.label]["words_per_s_all"] == [50.0, 70.0, None]
+    r = res["recommendation"]["ratios"][OFF.label]
+    assert r["n"] == 1 and r["ratios"] == [pytest.approx(0.9)]  # round 1 only
+    assert res["recommendation"]["recommended"] is None
+    assert res["best"]["label"] == DEFAULTS.label
+    assert res["best_over_off"]["ratios"] == [pytest.approx(70 / 63)]
+
+
+def test_records_without_a_round_tag_keep_their_order() -> None:
+    # Records written before rounds were tagged: their order is their round; tagged ones win
+    # their own round, and a relaunched round's latest ok record counts.
+    old = [{"status": "ok", "name": "demo", "words_per_s": w} for w in (1.0, 2.0)]
+    assert [r["words_per_s"] for r in by_round(old, 2)] == [1.0, 2.0]
+    tagged = [{"status": "ok", "name": "demo-round2", "words_per_s": 5.0},
+              {"status": "failed", "name": "demo-round1"},
+              {"status": "ok", "name": "demo-round1", "words_per_s": 6.0},
+              {"status": "ok", "name": "demo-round1", "words_per_s": 7.0}]
+    assert [r and r["words_per_s"] for r in by_round(tagged, 3)] == [7.0, 5.0, None]
+
+
+def test_ddp_buckets_pair_rounds_by_index_with_failed_rounds() -> None:
+    def rec(w: float) -> dict:
+        return {"words_per_s": w, "strategy": {"bucket_sizes": "1048576"}}
+
+    # 5 MiB failed in round 0 and is 10 % slower than DDP's default in rounds 1 and 2.
+    res = fusion_ddp.analyze([(5.0, [None, rec(63.0), rec(81.0)]),
+                              (25.0, [rec(50.0), rec(70.0), rec(90.0)])])
+    r = res["recommendation"]["ratios"]["5MB"]
+    assert r["ratios"] == [pytest.approx(0.9), pytest.approx(0.9)]
+    assert res["recommendation"]["recommended"] is None and res["best"] == "defaults (25MB)"
+    assert res["table"][0]["repeats"] == 2 and res["table"][0]["buckets"] == 1
+    assert "|5MB|1|2|72|—, 63, 81|" in fusion_ddp.markdown(res, "t")
