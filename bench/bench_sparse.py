@@ -3,9 +3,10 @@
 Each round runs every variant once, in an order rotated round by round, as
 ``mpirun -np 2 python -m hvdscale run configs/bigvocab_<fw>.yaml --set ...``: the parameter
 server dense / sparse / auto (colocated), dense / sparse (dedicated server), Horovod dense /
-gathered. Bytes per step come from the run's record (the parameter server counts what it
-received and sent) or, for Horovod, from the touched rows measured on the data
-(``hvdscale.study.sparse_bytes``; gathered rows travel by allgather); words/s from the record.
+gathered. Bytes per step are one worker's sent + received bytes: for the parameter server
+the record's push + pull (counted by the servers over all workers) divided by its workers, for
+Horovod one rank's share of the ring and allgather from the touched rows measured on the data
+(``hvdscale.study.sparse_bytes``); words/s from the record.
 Within a round each sparse variant is divided by its dense twin, and ``auto`` by the better
 fixed setting of that round; medians and min-max spreads over rounds are reported with the
 1-minute load before and after every run.
@@ -55,7 +56,7 @@ def horovod_bytes(cfg_path: str, sets: list[str], np_: int) -> float:
 
     cfg = load_config(cfg_path, sets)
     dense = gradient_bytes(cfg)
-    gathered = gathered_tensor_bytes(cfg) or (0,) * len(dense)
+    gathered = gathered_tensor_bytes(cfg, np_) or (0,) * len(dense)
     reduced = sum(b for b, g in zip(dense, gathered, strict=True) if not g)
     return 4 * (np_ - 1) / np_ * reduced + 2 * (np_ - 1) * sum(gathered)
 
@@ -74,16 +75,18 @@ def one_run(fw: str, name: str, args: argparse.Namespace, out: Path) -> dict:
                    timeout=900)
     rec = json.loads((out / "results.jsonl").read_text().splitlines()[-1])
     st = rec["strategy"]
+    workers = len(st["workers"]) if name.startswith("ps") else 1
     if name.startswith("ps"):
         sx = st.get("sparse_embeddings", {})
-        if sx.get("active"):
+        if sx.get("active"):  # the servers' counts: push + pull summed over all workers
             b = sx["bytes_per_step"]
             nbytes = b["push_bytes"] + b["pull_bytes"]
         else:  # dense: every worker pushes and pulls the whole model
-            nbytes = 2.0 * len(st["workers"]) * rec["model_params"] * 4
+            nbytes = 2.0 * workers * rec["model_params"] * 4
     else:
         nbytes = horovod_bytes(cfg, sets, args.np)
     return {"words_per_s": rec["words_per_s"], "bytes_per_step": nbytes,
+            "bytes_per_worker_step": nbytes / workers, "workers": workers,
             "choices": st.get("sparse_embeddings", {}).get("choices"),
             "load_before": before, "load_after": list(os.getloadavg())}
 
@@ -105,16 +108,27 @@ def rounds(fw: str, args: argparse.Namespace, scratch: Path) -> list[dict]:
     return out
 
 
+def worker_bytes(raw: dict, name: str, run: dict) -> float:
+    """One worker's sent + received bytes per step of a run. Raw files before
+    ``bytes_per_worker_step`` hold the parameter server's bytes summed over its workers: np
+    colocated, np - 1 dedicated (the variants keep the config's one server)."""
+    if "bytes_per_worker_step" in run:
+        return run["bytes_per_worker_step"]
+    if not name.startswith("ps"):
+        return run["bytes_per_step"]
+    return run["bytes_per_step"] / (raw["np"] - (1 if "dedicated" in name else 0))
+
+
 def render(raw: dict) -> str:
     """The markdown table for BENCHMARKS.md, from the raw result alone."""
-    lines = ["| framework | variant | bytes/step (MB) | words/s (median) | vs dense (median, "
-             "min-max) |", "|:--|:--|--:|--:|:--|"]
+    lines = ["| framework | variant | bytes/step per worker (MB) | words/s (median) "
+             "| vs dense (median, min-max) |", "|:--|:--|--:|--:|:--|"]
     for fw, rs in raw["frameworks"].items():
         twin = {a: f"{a}/{b}" for a, b in PAIRS}
         twin["ps-colocated-auto"] = "auto/best-fixed"
         for name in VARIANTS:
             wps = [r["runs"][name]["words_per_s"] for r in rs]
-            mb = statistics.median(r["runs"][name]["bytes_per_step"] for r in rs) / 1e6
+            mb = statistics.median(worker_bytes(raw, name, r["runs"][name]) for r in rs) / 1e6
             cell = ""
             if name in twin:
                 q = [r["ratios"][twin[name]] for r in rs]

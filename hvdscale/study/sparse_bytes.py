@@ -15,7 +15,8 @@ whole table (``4 rows dim`` bytes). What a sparse setting moves depends on the s
   ``overlap=after-backward`` (``frameworks/torch/sparse.py``).
 
 Rows are counted on the first batches of each rank's data plan, exactly as the runner would
-batch them, so a vocabulary's skew, the sentence lengths and the batch size all show.
+batch them at the predicted rank count (strong scaling splits the global batch), so a
+vocabulary's skew, the sentence lengths and the batch size all show.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ SAMPLE_STEPS = 8
 UNION_MAX_RANKS = 16
 """Most ranks whose data is read for the union of touched rows; beyond, the union grows as
 independent draws of the measured share (``union_rows``)."""
+GLOBAL_SAMPLE_RANKS = 4
+"""Most ranks read under global bucketing with strong scaling (see ``sample_ranks``)."""
 TF_ID_BYTES = 4
 """TensorFlow's IndexedSlices carry the batch's int32 token ids."""
 PAD = 0
@@ -61,16 +64,19 @@ def _count(batches: list[Any], field: str) -> dict[str, Any]:
             "union": np.unique(np.concatenate(unique)).size}
 
 
-def touched_rows(cfg: RunConfig, ranks: int = 1,
-                 steps: int = SAMPLE_STEPS) -> dict[str, dict[str, float]]:
-    """Per embedding table, means over the sampled steps: its ``rows``; per rank batch the
-    distinct ids (``per_rank``, padding included as the parameter server sends it), distinct
-    non-padding ids (``nonpad_unique``), positions (``tokens``, B x T) and non-padding
-    positions (``nonpad_tokens``); and the distinct ids of all ranks' batches (``union``)."""
-    key = (repr(cfg), ranks, steps)
+def touched_rows(cfg: RunConfig, ranks: int = 1, steps: int = SAMPLE_STEPS,
+                 size: int | None = None) -> dict[str, dict[str, float]]:
+    """Per embedding table, means over the sampled steps of the first ``ranks`` workers of
+    ``size`` (default ``ranks``; a worker's batch follows ``data.scaling`` at ``size``): its
+    ``rows``; per rank batch the distinct ids (``per_rank``, padding included as the parameter
+    server sends it), distinct non-padding ids (``nonpad_unique``), positions (``tokens``,
+    B x T) and non-padding positions (``nonpad_tokens``); and the distinct ids of all read
+    ranks' batches (``union``)."""
+    size = size or ranks
+    key = (repr(cfg), ranks, steps, size)
     if key in _TOUCHED:  # predict asks again for every strategy and rank count
         return _TOUCHED[key]
-    from hvdscale.core.batching import BatchPlan, per_rank_batch_size
+    from hvdscale.core.batching import make_plan
     from hvdscale.core.data import load_corpus
 
     m = cfg.model
@@ -79,11 +85,14 @@ def touched_rows(cfg: RunConfig, ranks: int = 1,
               "embed.weight": ("src", m.src_vocab)}
     tables = {n: fields[n] for n in EMBEDDING_INPUTS.get(m.kind, {})}
     counts: dict[str, dict[str, list]] = {n: {} for n in tables}
+    # Global bucketing gives every rank the same whole corpus: build it once.
+    shared = cfg.data.bucketing.enabled and cfg.data.bucketing.mode == "global"
+    whole = load_corpus(cfg.data, m.kind, m.src_vocab, tgt_vocab, 0, size) if shared else None
     its = []
-    for r in range(ranks):
-        corpus = load_corpus(cfg.data, m.kind, m.src_vocab, tgt_vocab, r, ranks)
-        plan = BatchPlan(corpus, cfg.data, m.kind, per_rank_batch_size(cfg.data, r, ranks), r)
-        its.append(plan.batches())
+    for r in range(ranks):  # exactly as the runner batches worker r of size (train/data.py)
+        corpus = whole if whole is not None else \
+            load_corpus(cfg.data, m.kind, m.src_vocab, tgt_vocab, r, size)
+        its.append(make_plan(corpus, cfg.data, m.kind, r, size).batches())
     for _ in range(steps):
         batches = [next(it) for it in its]
         for name, (field, _) in tables.items():
@@ -95,12 +104,30 @@ def touched_rows(cfg: RunConfig, ranks: int = 1,
     return out
 
 
+def sample_ranks(cfg: RunConfig, workers: int) -> int:
+    """How many of ``workers`` ranks ``sampled`` reads: ``UNION_MAX_RANKS`` at most, or
+    ``GLOBAL_SAMPLE_RANKS`` where every rank's plan cuts the whole corpus's epoch at the full
+    rank count (global bucketing, strong scaling: seconds per rank at hundreds of ranks)."""
+    b = cfg.data.bucketing
+    strong_global = cfg.data.scaling == "strong" and b.enabled and b.mode == "global"
+    return min(workers, GLOBAL_SAMPLE_RANKS if strong_global else UNION_MAX_RANKS)
+
+
+def sampled(cfg: RunConfig, workers: int) -> dict[str, dict[str, float]]:
+    """``touched_rows`` of the first ``sample_ranks`` of ``workers`` workers. Under weak
+    scaling a rank's batch does not depend on ``workers``, so the plans are built at that
+    smaller count (one reading serves every larger rank count); strong scaling builds them at
+    ``workers``, whose share of the global batch each rank gets."""
+    m = sample_ranks(cfg, workers)
+    return touched_rows(cfg, m, size=workers if cfg.data.scaling == "strong" else m)
+
+
 def union_rows(cfg: RunConfig, workers: int) -> dict[str, float]:
     """Per table, the distinct rows all ``workers`` touch in a step: measured up to
-    ``UNION_MAX_RANKS`` ranks, beyond as independent draws of the measured share."""
-    m = min(workers, UNION_MAX_RANKS)
+    ``sample_ranks`` ranks, beyond as independent draws of the measured share."""
+    m = sample_ranks(cfg, workers)
     out = {}
-    for name, t in touched_rows(cfg, m).items():
+    for name, t in sampled(cfg, workers).items():
         share = min(1.0, t["union"] / t["rows"])
         out[name] = t["rows"] * (1 - (1 - share) ** (workers / m)) if workers > m else t["union"]
     return out
@@ -131,15 +158,17 @@ def row_bytes(cfg: RunConfig) -> tuple[int, int]:
     return (TF_ID_BYTES if cfg.framework == "tf" else ID_BYTES), 4
 
 
-def embedding_bytes(cfg: RunConfig, ranks: int = 1) -> dict[str, Any]:
-    """Per embedding table, one rank's gradient bytes per step dense and as this config sends
-    them (its push, or its share of an allgather), with the measured touched-row share."""
+def embedding_bytes(cfg: RunConfig, workers: int = 1) -> dict[str, Any]:
+    """Per embedding table, one rank's gradient bytes per step with ``workers`` workers (its
+    batch per ``data.scaling``), dense and as this config sends them (its push, or its share of
+    an allgather), with the measured touched-row share."""
     mode = sparse_active(cfg)
     horovod = cfg.strategy.name == "horovod"
     ids, val = row_bytes(cfg)
     dim = cfg.model.embed_dim
     out = {}
-    for name, t in touched_rows(cfg, ranks).items():
+    per = sampled(cfg, workers)
+    for name, t in per.items():
         dense = table_bytes(t["rows"], dim, t["per_rank"], "dense")
         if horovod and mode != "dense":
             sent = gathered_rows(cfg, t) * (ids + val * dim)
@@ -159,12 +188,13 @@ def tensor_sizes(cfg: RunConfig) -> list[tuple[str, int]]:
     return load_framework(cfg.framework).tensor_sizes(m, m.src_vocab, m.tgt_vocab or m.src_vocab)
 
 
-def gathered_tensor_bytes(cfg: RunConfig) -> tuple[int, ...]:
-    """Per tensor (parameter order), one rank's allgather payload under Horovod's
-    ``embedding_grads=gathered`` (0: allreduced); empty when ``cfg`` allreduces everything."""
+def gathered_tensor_bytes(cfg: RunConfig, workers: int = 1) -> tuple[int, ...]:
+    """Per tensor (parameter order), one rank's allgather payload with ``workers`` ranks under
+    Horovod's ``embedding_grads=gathered`` (0: allreduced; under strong scaling a rank gathers
+    its share of the global batch); empty when ``cfg`` allreduces everything."""
     if not (cfg.strategy.name == "horovod" and sparse_active(cfg) == "sparse"):
         return ()
-    sent = {n: t["sent_bytes"] for n, t in embedding_bytes(cfg)["tables"].items()}
+    sent = {n: t["sent_bytes"] for n, t in embedding_bytes(cfg, workers)["tables"].items()}
     return tuple(int(sent.get(name, 0)) for name, _ in tensor_sizes(cfg))
 
 
@@ -177,7 +207,7 @@ def ps_bytes(cfg: RunConfig, workers: int) -> tuple[float, float] | None:
     if cfg.strategy.name != "ps" or mode == "dense":
         return None
     dim, sizes = cfg.model.embed_dim, tensor_sizes(cfg)
-    per = touched_rows(cfg, min(workers, UNION_MAX_RANKS))
+    per = sampled(cfg, workers)
     union = union_rows(cfg, workers)
     push = pull = 0.0
     for name, n in sizes:

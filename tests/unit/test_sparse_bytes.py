@@ -6,6 +6,7 @@ config's sparse traffic."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -35,7 +36,7 @@ NET = Network(ring_alpha=1e-5, ring_beta=1e-9, ring_overhead=0.0, ps_alpha=2e-5,
 
 
 class CraftedPlan:
-    """Every step the same crafted batch of its rank (as BatchPlan is called)."""
+    """Every step the same crafted batch of its rank (as make_plan is called)."""
 
     def __init__(self, corpus: int, *_: object) -> None:
         self.batch = SimpleNamespace(**{k: np.array(v) for k, v in BATCHES[corpus].items()})
@@ -46,10 +47,17 @@ class CraftedPlan:
 
 
 @pytest.fixture(autouse=True)
-def crafted(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(data, "load_corpus", lambda _d, _k, _s, _t, rank, _n: rank)
-    monkeypatch.setattr(batching, "BatchPlan", CraftedPlan)
+def crafted(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
     monkeypatch.setattr(sb, "_TOUCHED", {})
+    if "real_data" in request.fixturenames:  # the runner's own corpus and plans
+        return
+    monkeypatch.setattr(data, "load_corpus", lambda _d, _k, _s, _t, rank, _n: rank)
+    monkeypatch.setattr(batching, "make_plan", lambda corpus, *_: CraftedPlan(corpus))
+
+
+@pytest.fixture
+def real_data() -> None:
+    """Asks ``crafted`` to leave the runner's corpus and plans in place."""
 
 
 def cfg(*sets: str) -> RunConfig:
@@ -84,9 +92,10 @@ def dense_tensors(c: RunConfig) -> tuple[list[int], int]:
 def test_gathered_is_an_allgather_beside_the_ring() -> None:
     c = gathered()
     tensors, rest = dense_tensors(c)
-    n, a, b = 4, NET.ring_alpha, NET.ring_beta
+    n, a, b = 2, NET.ring_alpha, NET.ring_beta
     ring = 2 * (n - 1) * a + 2 * (n - 1) / n * rest * b
-    gathers = sum((n - 1) * a + (n - 1) * p * b for p in (4 * ROW, 5 * ROW))
+    # hooks: non-padding tokens, the mean of both ranks (src 4 and 6, tgt_in 5 and 7)
+    gathers = sum((n - 1) * a + (n - 1) * p * b for p in (5 * ROW, 6 * ROW))
     setup = sparse_setup(c, "ring", n, CommSetup(1e12))
     assert comm_time("ring", n, tensors, NET, 0.0, 0.0, setup) == pytest.approx(ring + gathers)
 
@@ -149,3 +158,59 @@ def test_each_record_is_predicted_with_its_own_config() -> None:
     gath_comm = 2 * a + rest * b + 2 * (a + 3 * ROW * b)
     got = sorted(r["predicted_own_compute_no_overlap_words_per_s"] for r in rows)
     assert got == pytest.approx(sorted([want(dense_comm), want(gath_comm)]))
+
+
+def hand_counts(c: RunConfig, n: int) -> tuple[list[int], dict[str, float], dict[str, float]]:
+    """Per-rank batch sizes and, per table field, the mean non-padding positions and distinct
+    ids (padding included) of the first ``SAMPLE_STEPS`` batches of ranks 0..n-1 of n, read
+    from the runner's own corpus and plans."""
+    sizes, tokens, distinct = [], {"src": [], "tgt_in": []}, {"src": [], "tgt_in": []}
+    for r in range(n):
+        corpus = data.load_corpus(c.data, "nmt", SRC, TGT, r, n)
+        it = batching.make_plan(corpus, c.data, "nmt", r, n).batches()
+        for _ in range(sb.SAMPLE_STEPS):
+            b = next(it)
+            sizes.append(len(b.src))
+            for f in tokens:
+                ids = getattr(b, f)
+                tokens[f].append(int((ids != 0).sum()))
+                distinct[f].append(len(set(ids.ravel().tolist())))
+    return sizes, {f: float(np.mean(v)) for f, v in tokens.items()}, \
+        {f: float(np.mean(v)) for f, v in distinct.items()}
+
+
+REAL = ("data.batch_size=8", "data.synthetic.sentences_per_rank=64")
+
+
+@pytest.mark.usefixtures("real_data")
+def test_strong_scaling_rank_gathers_and_pushes_its_share_of_the_batch() -> None:
+    # The config says weak: the strong table must still split the global batch of 8.
+    n = 4
+    hvd = gathered("strategy.horovod.overlap=hooks", *REAL)
+    sizes, tokens, _ = hand_counts(replace_scaling(hvd, "strong"), n)
+    assert set(sizes) == {2}  # 8 sentences over 4 ranks
+    setup = sparse_setup(hvd, "ring", n, CommSetup(1e12), "strong")
+    assert [g for g in setup.gathered if g] == \
+        [int(tokens["src"] * ROW), int(tokens["tgt_in"] * ROW)]
+    ps = cfg("strategy.name=ps", "strategy.ps.sparse_embeddings=on", "optim.name=momentum",
+             *REAL)
+    _, _, distinct = hand_counts(replace_scaling(ps, "strong"), n)
+    tensors, rest = dense_tensors(ps)
+    setup = sparse_setup(ps, "ps-sharded", n, CommSetup(1e12, servers=1), "strong")
+    assert setup.push_bytes == pytest.approx(rest + (distinct["src"] + distinct["tgt_in"]) * ROW)
+    assert setup.pull_bytes == sum(tensors)  # momentum: dense pull
+
+
+def replace_scaling(c: RunConfig, scaling: str) -> RunConfig:
+    return replace(c, data=replace(c.data, scaling=scaling))
+
+
+@pytest.mark.usefixtures("real_data")
+def test_strong_rank_count_beyond_the_batch_leaves_an_empty_row() -> None:
+    # 9 ranks share a global batch of 8: that row is None (as dense), not a data-plan error.
+    c = cfg("strategy.name=ps", "strategy.ps.sparse_embeddings=on", "data.scaling=strong",
+            *REAL)
+    table = predict(c, [2, 9], NET, CM, ["strong"])["scaling"]["strong"]
+    for s in ("ps-dedicated", "ps-sharded", "ring"):
+        assert table[s][1] is None
+        assert table[s][0] is not None

@@ -42,11 +42,16 @@ class Inputs:
     backward_fraction: float
 
 
-def sparse_setup(cfg: RunConfig, strategy: str, n: int, setup: CommSetup) -> CommSetup:
-    """``setup`` with ``cfg``'s sparse embedding traffic at ``n`` workers, for ``strategy``
-    only if that is the strategy family ``cfg``'s setting belongs to (else unchanged)."""
+def sparse_setup(cfg: RunConfig, strategy: str, n: int, setup: CommSetup,
+                 scaling: str | None = None) -> CommSetup:
+    """``setup`` with ``cfg``'s sparse embedding traffic at ``n`` workers under ``scaling``
+    (default ``cfg.data.scaling``: strong scaling splits the global batch, so each rank
+    touches fewer rows), for ``strategy`` only if that is the strategy family ``cfg``'s
+    setting belongs to (else unchanged)."""
+    if scaling is not None and scaling != cfg.data.scaling:
+        cfg = replace(cfg, data=replace(cfg.data, scaling=scaling))
     if strategy.startswith("ring") or strategy == "horovod":
-        gathered = gathered_tensor_bytes(cfg)
+        gathered = gathered_tensor_bytes(cfg, n)
         return replace(setup, gathered=gathered) if gathered else setup
     if strategy.startswith("ps"):
         pp = ps_bytes(cfg, n)
@@ -54,11 +59,16 @@ def sparse_setup(cfg: RunConfig, strategy: str, n: int, setup: CommSetup) -> Com
     return setup
 
 
+def _dropped(n: int, scaling: str, batch_size: int) -> bool:
+    """Strong scaling leaves one of ``n`` ranks no sentence (``predict_point`` gives None)."""
+    return scaling == "strong" and n > batch_size
+
+
 def predict_point(strategy: str, n: int, scaling: str, inputs: Inputs, setup: CommSetup,
                   batch_size: int) -> dict[str, Any] | None:
     """Predicted step of ``strategy`` with ``n`` workers (None: strong scaling leaves a rank
     no sentence)."""
-    if scaling == "strong" and n > batch_size:
+    if _dropped(n, scaling, batch_size):
         return None
     cm = inputs.cm
     words = cm.words_per_step / n if scaling == "strong" else cm.words_per_step
@@ -86,15 +96,16 @@ def predict(cfg: RunConfig, ranks: list[int], net: Network, cm: ComputeModel,
     for scaling in scalings:
         table: dict[str, list[dict | None]] = {}
         for s in STRATEGIES:
-            base = predict_point(s, 1, scaling, inputs, sparse_setup(cfg, s, 1, setup),
-                                 cfg.data.batch_size)
             rows = []
-            for n in ranks:
-                p = predict_point(s, n, scaling, inputs, sparse_setup(cfg, s, n, setup),
-                                  cfg.data.batch_size)
+            for n in [1, *ranks]:
+                # the data plan of a dropped point would fail: no sparse bytes for it
+                own = setup if _dropped(n, scaling, cfg.data.batch_size) else \
+                    sparse_setup(cfg, s, n, setup, scaling)
+                rows.append(predict_point(s, n, scaling, inputs, own, cfg.data.batch_size))
+            base = rows.pop(0)
+            for n, p in zip(ranks, rows, strict=True):
                 if p is not None and base is not None:
                     p["efficiency_pct"] = 100.0 * p["words_per_s"] / (n * base["words_per_s"])
-                rows.append(p)
             table[s] = rows
         out["scaling"][scaling] = table
     return out
