@@ -1,10 +1,11 @@
 """A side channel between the ranks, outside MPI and Horovod: where is each rank now?
 
 A rank that has waited too long in a collective asks every other rank what it is doing, so its
-message can name the rank it waits for. Each rank answers from a daemon thread over UDP with
-its own state (run phase, step, waiting or working, for how long), so asking needs nothing of
-the collective it is stuck in. Asking cannot hang: every socket call has a timeout, and a rank
-that does not answer in time (stopped, frozen, gone) is reported as such.
+message can name the rank it waits for, or say that it cannot be told. Each rank answers from a
+daemon thread over UDP with its own state (run phase or step, the kind of phase it is in there,
+waiting or working, for how long), so asking needs nothing of the collective it is stuck in.
+Asking cannot hang: every socket call has a timeout, and a rank that does not answer in time
+(stopped, frozen, gone) is reported as such.
 
 The ranks' addresses are exchanged once, at start-up, with the world's allgather.
 """
@@ -107,23 +108,33 @@ def ask_peers(timeout_s: float = 2.0) -> dict[int, dict[str, Any] | None] | None
     return _peers.ask(timeout_s) if _peers is not None else None
 
 
+# What a rank in each kind of phase is doing, in a message (kinds: StepWatchdog.phase()).
+_KIND_WORDS = {"compute": "busy in", "communicate": "waiting in",
+               "overlapped": "computing and communicating (one call) in",
+               "joined": "joined (out of batches) in"}
+
+
+def _kind(state: dict[str, Any]) -> str:
+    """The phase kind of an answer; answers without one say only whether they wait."""
+    return str(state.get("kind") or ("communicate" if state.get("waiting") else "compute"))
+
+
 def _doing(state: dict[str, Any]) -> str:
-    what = "waiting" if state.get("waiting") else "busy"
-    return f"{what} in {state.get('phase', '?')} for {float(state.get('for_s', 0)):.0f}s"
+    what = _KIND_WORDS.get(_kind(state), "waiting in" if state.get("waiting") else "busy in")
+    return f"{what} {state.get('phase', '?')} for {float(state.get('for_s', 0)):.0f}s"
 
 
-def waiting_for(where: str, timeout_s: float = 2.0, most: int = 8) -> str:
-    """The ranks a rank waiting in ``where`` (e.g. ``step 3``) waits for, with what each is
-    doing, from their answers: those that do not answer, then those busy with their own
-    work; when every rank waits, those waiting somewhere else. "" when none can be named
-    (no side channel, or every rank waits where this one does).
+def blame(where: str, answers: dict[int, dict[str, Any] | None],
+          mine: tuple[int, dict[str, Any]] | None = None,
+          timeout_s: float = 2.0, most: int = 8) -> str:
+    """The clause of a message from a rank waiting in ``where`` (e.g. ``step 3``) that says whom
+    it waits for, from the other ranks' ``answers`` (None: no answer) and its own ``mine``
+    (rank, state). Named first: ranks that do not answer and ranks busy with their own work;
+    when every rank waits, those waiting somewhere else, except joined ranks (out of batches
+    by design: nobody waits for them). When the ranks left are inside the step's combined
+    compute+communication call (DDP's backward, MWMS's graph call), the slow one cannot be
+    told from those waiting for it, and the clause says so. "" when nothing can be said.
     """
-    try:
-        answers = ask_peers(timeout_s)
-    except Exception:  # the message must still be printed and the job ended
-        return ""
-    if not answers:
-        return ""
     silent = [f"rank {r} (no answer within {timeout_s:g}s: stopped, frozen or gone)"
               for r, st in sorted(answers.items()) if st is None]
     busy = [f"rank {r} ({_doing(st)})" for r, st in sorted(answers.items())
@@ -131,7 +142,33 @@ def waiting_for(where: str, timeout_s: float = 2.0, most: int = 8) -> str:
     named = silent + busy
     if not named:
         named = [f"rank {r} ({_doing(st)})" for r, st in sorted(answers.items())
-                 if st is not None and st.get("phase") != where]
-    if len(named) > most:
-        named = [*named[:most], f"{len(named) - most} more"]
-    return ", ".join(named)
+                 if st is not None and st.get("phase") != where and _kind(st) != "joined"]
+    if named:
+        if len(named) > most:
+            named = [*named[:most], f"{len(named) - most} more"]
+        return "it waits for " + ", ".join(named)
+    inside = {r: st for r, st in answers.items() if st is not None and _kind(st) == "overlapped"}
+    if mine is not None and _kind(mine[1]) == "overlapped":
+        inside[mine[0]] = mine[1]
+    if not inside:
+        return ""
+    ranks = ",".join(str(r) for r in sorted(inside))
+    longest = max(float(st.get("for_s", 0)) for st in inside.values())
+    who = f"ranks {ranks} are all" if len(inside) > 1 else f"rank {ranks} is"
+    return (f"{who} inside {where}'s combined compute+communication call (DDP's backward, "
+            f"MWMS's graph call; up to {longest:.0f}s): the slowest cannot be told apart from "
+            f"those waiting for it")
+
+
+def waiting_for(where: str, timeout_s: float = 2.0, most: int = 8) -> str:
+    """Ask the other ranks, and say whom this rank, waiting in ``where``, waits for (see
+    :func:`blame`); "" when no one can be named or there is no side channel."""
+    p = _peers
+    try:
+        answers = ask_peers(timeout_s)
+        mine = (p.rank, p.state()) if p is not None else None
+    except Exception:  # the message must still be printed and the job ended
+        return ""
+    if not answers:
+        return ""
+    return blame(where, answers, mine, timeout_s, most)

@@ -72,7 +72,8 @@ class StepWatchdog:
     the slow one and says so; ranks overrunning while waiting report after a grace period, so
     the slow rank's message is the one shown when its watchdog can still run. ``overlapped``
     (compute and collectives in one call) reports as a waiting rank does, naming no culprit of
-    its own; ``joined`` (a rank out of batches inside DDP's join context) is not policed.
+    its own (the peers' answers may name one, or say that none can be told); ``joined`` (a
+    rank out of batches inside DDP's join context) is not policed.
     """
 
     GRACE_S = 5.0
@@ -85,6 +86,9 @@ class StepWatchdog:
         self._deadline: float | None = None
         self._step = -1
         self._started = time.monotonic()
+        # The phase last seen and since when: checked at every poll of the watch thread (and
+        # every answer), so the time in the current phase is known to within about a second.
+        self._kind, self._kind_since = "compute", self._started
         self._lock = threading.Lock()
         global _watchdog
         _watchdog = self  # what this rank answers the others (current_state)
@@ -92,19 +96,33 @@ class StepWatchdog:
             threading.Thread(target=self._watch, name="hvdscale-watchdog", daemon=True).start()
 
     def start_step(self, step: int) -> None:
+        kind = self.phase()
         with self._lock:
             self._step = step
             self._started = time.monotonic()
             self._deadline = self._started + self.timeout_s
+            self._kind, self._kind_since = kind, self._started
+
+    def _observe(self) -> tuple[str, float]:
+        """This rank's phase now, and since when (the first time it was seen)."""
+        kind = self.phase()
+        with self._lock:
+            if kind != self._kind:
+                self._kind, self._kind_since = kind, time.monotonic()
+            return self._kind, self._kind_since
 
     def state(self) -> dict[str, Any] | None:
-        """This rank's step and whether it waits in it; None between steps."""
+        """This rank's step, its phase ``kind`` there, whether it waits (any kind but
+        ``compute``), ``for_s`` in that phase and ``step_for_s`` in the step; None between
+        steps."""
+        kind, since = self._observe()
         with self._lock:
             if self._deadline is None:
                 return None
-            step, since = self._step, self._started
-        return {"phase": f"step {step}", "step": step, "for_s": time.monotonic() - since,
-                "waiting": self.phase() != "compute"}
+            step, started = self._step, self._started
+        now = time.monotonic()
+        return {"phase": f"step {step}", "step": step, "kind": kind, "for_s": now - since,
+                "step_for_s": now - started, "waiting": kind != "compute"}
 
     def end_step(self) -> None:
         with self._lock:
@@ -126,7 +144,7 @@ class StepWatchdog:
     def _watch(self) -> None:
         while self.timeout_s > 0:
             time.sleep(min(1.0, self.timeout_s / 4))
-            if self.phase() == "joined":
+            if self._observe()[0] == "joined":
                 # DDP's join context keeps a rank out of batches in one step, by design, until
                 # the others finish (their watchdogs police their steps): while joined, the
                 # step's clock restarts, so the rest of the step still has a whole limit.
@@ -228,16 +246,14 @@ def current_state() -> dict[str, Any]:
         return in_step
     name, waiting, since = _where
     return {"phase": f"phase '{name}'", "step": None, "for_s": time.monotonic() - since,
-            "waiting": waiting}
+            "kind": "communicate" if waiting else "compute", "waiting": waiting}
 
 
 def _waiting_for(where: str) -> str:
-    """The clause of a waiting rank's message that names the ranks it waits for."""
-    named = waiting_for(where)
-    if named:
-        return f"it waits for {named}"
-    return ("a rank that is not waiting is stuck (it names itself above when it can; Horovod's "
-            "stall warning, if shown, lists the missing ranks)")
+    """The clause of a waiting rank's message that says whom it waits for."""
+    return waiting_for(where) or (
+        "a rank that is not waiting is stuck (it names itself above when it can; Horovod's "
+        "stall warning, if shown, lists the missing ranks)")
 
 
 def start_deadline(timeout_s: float, rank: int) -> RunDeadline:

@@ -43,7 +43,7 @@ def test_ask_returns_each_answer_and_none_for_a_silent_rank(ranks: dict) -> None
 
 def test_the_waiting_rank_names_the_busy_and_the_silent_rank(ranks: dict) -> None:
     named = peers.waiting_for("step 3", timeout_s=0.5)
-    assert named == ("rank 3 (no answer within 0.5s: stopped, frozen or gone), "
+    assert named == ("it waits for rank 3 (no answer within 0.5s: stopped, frozen or gone), "
                      "rank 1 (busy in step 3 for 24s)")
     # Rank 2 waits where rank 0 does: it is not the one rank 0 waits for.
     assert "rank 2" not in named
@@ -52,7 +52,8 @@ def test_the_waiting_rank_names_the_busy_and_the_silent_rank(ranks: dict) -> Non
 def test_when_every_rank_waits_the_one_waiting_elsewhere_is_named(ranks: dict) -> None:
     ranks[0].others.pop(3)
     ranks[0].states[1] = _state("step 2", True, 30.0)
-    assert peers.waiting_for("step 3", timeout_s=0.5) == "rank 1 (waiting in step 2 for 30s)"
+    assert peers.waiting_for("step 3", timeout_s=0.5) == \
+        "it waits for rank 1 (waiting in step 2 for 30s)"
     ranks[0].states[1] = _state("step 3", True)
     assert peers.waiting_for("step 3", timeout_s=0.5) == ""  # nobody to blame: the old text
 
