@@ -123,11 +123,21 @@ def test_the_quiet_label_is_recomputed_from_the_recorded_loads(tmp_path: Path) -
 
 
 def test_calling_a_run_quiet_from_one_reading_at_the_end_fails(tmp_path: Path) -> None:
-    # strategies_np2.json read the load once, at the end: the text may not call it quiet.
-    md = _tampered(tmp_path, "one reading, at the end: 1-minute load 2.48; not quiet",
-                   "every 1-minute load <= 2.48, quiet")
-    _, bad = _checker().check_figures(md.read_text(), RESULTS)
-    assert len(bad) == 1 and "issue 3 scaling" in bad[0] and "not quiet" in bad[0]
+    # The shipped text calls strategies_np2 quiet from its per-launch loads. The same raw file
+    # with only one reading, taken at the end (as the bench first wrote it), may not be called
+    # quiet, however low that reading.
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS, results)
+    raw = results / "strategies_np2.json"
+    d = json.loads(raw.read_text())
+    d.pop("launches", None)
+    for k in [k for k in d if "load" in k or k.startswith("quiet")]:
+        del d[k]
+    d["loadavg_emit"] = [1.5, 2.85, 2.98]
+    raw.write_text(json.dumps(d))
+    _, bad = _checker().check_figures(MD.read_text(), results)
+    assert len(bad) == 1 and "issue 3 scaling" in bad[0], bad
+    assert "one reading, at the end: 1-minute load 1.50; not quiet" in bad[0]
 
 
 def test_gemm_findings_that_match_nothing_fail(tmp_path: Path) -> None:
