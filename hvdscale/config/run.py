@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from hvdscale.config.data import DataConfig
-from hvdscale.config.ddp_checks import check_ddp_join
 from hvdscale.config.fields import check as _check
 from hvdscale.config.model import ModelConfig, OptimConfig
 from hvdscale.config.quality import UntilConfig
@@ -189,3 +188,40 @@ def check_launch(cfg: RunConfig, ranks: int, mpi: bool) -> None:
     if s.ps.placement == "dedicated" and s.ps.num_servers >= ranks:
         raise ConfigError(f"strategy.ps.placement=dedicated with num_servers="
                           f"{s.ps.num_servers} leaves no worker among {ranks} ranks")
+
+
+# --- strategy.ddp.idle=join across sections ------------------------------------------------
+# Settings DDP's join context cannot run.
+#
+# A joined rank stays inside one ``strategy.step`` call, shadowing the others' collectives, until
+# every rank has joined. That is sound only when a rank without a batch has no batch left in the
+# window: with ``measure.epochs`` and ``data.bucketing.mode=per_rank``. Anything that needs a
+# joined rank back before the window ends (a later batch, an evaluation) would deadlock, so the
+# config is refused at load time, identically on every rank, before any collective.
+
+_DDP_IDLE_FIX = "use strategy.ddp.idle=zero"
+
+
+def check_ddp_join(cfg: RunConfig) -> None:
+    """Refuse ``strategy.ddp.idle=join`` where a joined rank would be needed back.
+
+    Raises:
+        ConfigError: ``idle=join`` in epoch mode with a bucketing mode other than
+            ``per_rank`` (a rank idles mid-epoch and has batches again later), or with
+            ``measure.eval_every``/``eval_every_s`` (a joined rank cannot reach the evaluation).
+    """
+    m = cfg.measure
+    if cfg.strategy.name != "ddp" or cfg.strategy.ddp.idle != "join" or m.epochs == 0:
+        return  # without epochs no rank idles: the join context is never entered
+    mode = cfg.data.bucketing.mode
+    if mode != "per_rank":
+        raise ConfigError(f"strategy.ddp.idle=join needs data.bucketing.mode=per_rank with "
+                          f"measure.epochs (got {mode}: a rank idles mid-epoch and has batches "
+                          f"again later, after it joined); {_DDP_IDLE_FIX}")
+    if m.eval_every or m.eval_every_s:
+        key = "measure.eval_every" if m.eval_every else "measure.eval_every_s"
+        value = m.eval_every or m.eval_every_s
+        raise ConfigError(f"strategy.ddp.idle=join cannot evaluate during measure.epochs "
+                          f"(got {key}={value:g}: a rank that joined waits inside its step "
+                          f"until every rank finishes the epoch, so it cannot take part in an "
+                          f"evaluation); {_DDP_IDLE_FIX}")

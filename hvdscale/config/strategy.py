@@ -204,7 +204,7 @@ class DDPConfig:
     allreduces and optimizer step). join is the default by measurement: np=2, demo config,
     bucketed epoch, 3 paired rounds, join/zero words/s x1.25-1.54 (bench/bench_ddp.py; the
     zero step's compute competes for the cores). join is refused with a bucketing mode other
-    than per_rank or with evaluation during the epochs (hvdscale.config.ddp_checks)."""
+    than per_rank or with evaluation during the epochs (hvdscale.config.run)."""
     timeout_s: float = 120.0
     """torch.distributed's collective timeout: a rank waiting this long on a dead peer fails
     instead of hanging (the project's supervisor usually ends the job sooner)."""

@@ -1,6 +1,6 @@
 """``strategy.ddp.idle=join`` refuses the settings its join context would deadlock on (a rank
 idle mid-epoch, an evaluation during the epochs), through the real CLI: one line naming the
-keys and the fix, a non-zero exit, no traceback (hvdscale/config/ddp_checks.py)."""
+keys and the fix, a non-zero exit, no traceback (hvdscale/config/run.py)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ in the order the others issue it: join count (DDP's group), tokens (their own gl
 DDP's gradient-sync flag and buckets.
 
 A joined rank waits inside one ``strategy.step`` call until every rank has joined, so the
-config refuses what would need it back earlier (``hvdscale.config.ddp_checks``).
+config refuses what would need it back earlier (``hvdscale.config.run``).
 """
 
 from __future__ import annotations
