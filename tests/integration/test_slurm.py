@@ -126,15 +126,19 @@ def _records(out: Path) -> list[dict]:
 def test_one_node_sweep_script_runs_every_point_with_srun(slurm: dict[str, str],
                                                            tmp_path: Path) -> None:
     # No sbatch options: the script's own #SBATCH header (one node, 2 tasks) is the allocation.
-    _submit(slurm, "sweep.sbatch", tmp_path, [], {"NP": "1,2", "STRATEGIES": "horovod,ps"},
-            TINY, wait=True)
+    # PyTorch's own DDP too: its rendezvous is agreed over MPI, which srun's PMIx provides.
+    _submit(slurm, "sweep.sbatch", tmp_path, [],
+            {"NP": "1,2", "STRATEGIES": "horovod,ps,ddp"}, TINY, wait=True)
     text, recs = _output(tmp_path), _records(tmp_path)
-    assert "[4/4] torch ps np=2: ok" in text, text
+    assert "[6/6] torch ddp np=2: ok" in text, text
     assert sorted((r["key"]["strategy"], r["ranks"], r["status"]) for r in recs) == [
-        ("horovod", 1, "ok"), ("horovod", 2, "ok"), ("ps", 1, "ok"), ("ps", 2, "ok")]
+        ("ddp", 1, "ok"), ("ddp", 2, "ok"), ("horovod", 1, "ok"), ("horovod", 2, "ok"),
+        ("ps", 1, "ok"), ("ps", 2, "ok")]
     # Each point was its own srun step with PMIx, not an mpirun.
-    launch = (tmp_path / "results/logs/demo_torch_ps_np2.stdout").read_text().splitlines()[0]
-    assert launch.startswith("$ srun --mpi=pmix -n 2"), launch
+    for name in ("ps", "ddp"):
+        log = tmp_path / f"results/logs/demo_torch_{name}_np2.stdout"
+        launch = log.read_text().splitlines()[0]
+        assert launch.startswith("$ srun --mpi=pmix -n 2"), launch
     assert "|Ranks|" in text and (tmp_path / "results" / "report.md").exists()
 
 
