@@ -48,7 +48,7 @@ class FigureError(Exception):
 
 
 ISSUE3_RUNS = ("overhead_issue24.json", "overhead_issue24_run2.json",
-               "overhead_issue24_run3.json")
+               "overhead_issue24_run3.json", "overhead_issue24_run4.json")
 
 
 def issue3_overhead_row(name: str, d: dict) -> str:
