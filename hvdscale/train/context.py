@@ -3,7 +3,7 @@ threads, framework, device, Horovod), handed as one value to the training and th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hvdscale.config import RunConfig
@@ -32,3 +32,6 @@ class RunContext:
     horovod: dict[str, Any]
     """``env``: the Horovod settings exported; ``used``: what each rank's Horovod read (None
     without Horovod)."""
+    gpu_groups: list[list[int]] = field(default_factory=list)
+    """Ranks that share one GPU, one list per shared GPU (``core.gpu_sharing``); empty when
+    every GPU serves one rank, and on the CPU."""

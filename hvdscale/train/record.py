@@ -84,6 +84,7 @@ def build_record(ctx: RunContext, strategy: Strategy, adapter: Adapter, data: Ru
                     "peak_gpu_mem_mb": r["device"]["peak_gpu_mem_mb"]}
                    for r in ranks],
         "device": {"requested": cfg.device, "gpu": ranks[0]["gpu"],
+                   "shared_gpus": ctx.gpu_groups,
                    "per_rank": [{"rank": r["rank"], **r["device"]} for r in ranks]},
         "per_rank": [{"rank": r["rank"], "words": r["words"], "window_s": r["window_s"],
                       "step_time_median": float(sorted(r["step_times"])[len(r["step_times"])//2])

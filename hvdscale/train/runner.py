@@ -87,6 +87,7 @@ def _run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None, started: s
                                          local_size)
     world = make_world(use_hvd, fw.HOROVOD)
     check_world(cfg, world)
+    gpu_groups = _check_gpu_sharing(cfg, world, placement, fw.HOROVOD.module if use_hvd else None)
     if world.rank == 0:
         check_writable(out_dir)
     phase("barrier: results directory checked", waiting=True)
@@ -103,8 +104,22 @@ def _run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None, started: s
         hvd_used = horovod_in_force(world)
     strategy_cfg = dataclasses.replace(cfg.strategy, horovod=hvd_cfg)
     ctx = RunContext(cfg, world, fw, placement, intra, inter, started, argv,
-                     {"env": hvd_env, "used": hvd_used})
+                     {"env": hvd_env, "used": hvd_used}, gpu_groups)
     return _train(ctx, strategy_cfg, out_dir, progress)
+
+
+def _check_gpu_sharing(cfg: RunConfig, world: World, placement: Any,
+                       hvd_module: str | None) -> list[list[int]]:
+    """The ranks sharing a GPU (every rank, one small allgather); refuses, on every rank alike
+    and before training, Horovod's NCCL operations on a shared GPU (NCCL cannot serve it)."""
+    from hvdscale.core.gpu_sharing import check_horovod, gather_groups
+
+    groups = gather_groups(world, placement)
+    if groups and hvd_module is not None and cfg.strategy.name == "horovod":
+        import importlib
+
+        check_horovod(groups, bool(importlib.import_module(hvd_module).nccl_built()))  # hvd:
+    return groups
 
 
 def _export_threads(cfg: RunConfig, local_size: int) -> tuple[int, int]:

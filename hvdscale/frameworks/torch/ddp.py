@@ -33,6 +33,7 @@ from torch.nn.parallel import DistributedDataParallel
 from hvdscale.config import DDPConfig, StrategyConfig
 from hvdscale.core import rendezvous
 from hvdscale.core.data import Batch, collate
+from hvdscale.core.gpu_sharing import ddp_backend, gather_groups
 from hvdscale.core.world import World
 from hvdscale.errors import ConfigError, HvdscaleError
 from hvdscale.frameworks.torch.adapter import TorchAdapter
@@ -101,12 +102,16 @@ class DDPStrategy(Strategy):
         self._zero_batch: Batch | None = None
         self.rendezvous: rendezvous.Rendezvous | None = None
         self.backend: str | None = None
+        self.backend_reason = ""
         self.step_times: list[tuple[float, float, float, float]] = []
         """(start, backward start, backward end, end) of each step (the breakdown's shape)."""
 
     def setup(self, adapter: TorchAdapter) -> None:  # type: ignore[override]
         super().setup(adapter)
-        self.backend = backend = "nccl" if adapter.device.type == "cuda" else "gloo"
+        # NCCL refuses two ranks on one GPU; gloo reduces CUDA tensors (core.gpu_sharing).
+        groups = gather_groups(self.world, adapter.placement)
+        self.backend, self.backend_reason = ddp_backend(adapter.device.type, groups)
+        backend = self.backend
         if self.cfg.comm_hook == "bf16" and backend != "nccl":
             # torch's bf16 hook needs NCCL >= 2.10 (or XCCL); every rank refuses alike.
             raise ConfigError("strategy.ddp.comm_hook=bf16 needs a GPU run (NCCL); on CPU "
@@ -242,7 +247,7 @@ class DDPStrategy(Strategy):
         return {
             "name": self.name, **{k: getattr(self.cfg, k) for k in self.cfg.__dataclass_fields__},
             "first_bucket_mb": self.first_bucket_mb(),
-            "backend": self.backend,
+            "backend": self.backend, "backend_reason": self.backend_reason,
             "token_weighting": "loss x size/global_tokens, DDP averages",
             "rendezvous": None if rv is None else {"addr": rv.addr, "port": rv.port,
                                                    "ifname": rv.ifname, "source": rv.source},
