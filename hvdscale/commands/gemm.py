@@ -38,6 +38,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     g.add_argument("--clock", default="auto", metavar="{auto,wall,cpu}",
                    help="auto (default): the process's CPU time with one thread (robust on a "
                    "shared machine), wall time with more")
+    g.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                   help="where the products run (cuda: PyTorch only; the clock is then wall "
+                   "time around a device synchronisation)")
+    g.add_argument("--precision", default="fp32", metavar="fp32,tf32,bf16",
+                   help="precision(s), comma-separated, each timed in turn (default fp32; tf32 "
+                   "on GPUs only)")
     common.add_out(g)
     common.add_json(g)
     common.add_no_plot(g, "no PNG plot")
@@ -61,7 +67,8 @@ def handle(args: argparse.Namespace) -> int:
     say = None if args.json else functools.partial(print, file=sys.stderr, flush=True)
     spec = gemm.GemmSpec(hidden, batch, threads=args.threads, gates=args.gates,
                          repeats=args.repeats, warmup=args.warmup, min_time_s=args.min_time,
-                         peak_size=args.peak_size, clock=args.clock)
+                         peak_size=args.peak_size, clock=args.clock, device=args.device,
+                         precisions=tuple(gemm.parse_precisions(args.precision)))
     rec = gemm.run_gemm(frameworks, spec, say=say)
     md = gemm.markdown(rec)
     if not args.no_plot:

@@ -37,7 +37,13 @@ from typing import Any
 
 from hvdscale.errors import HvdscaleError
 from hvdscale.registry import FRAMEWORKS, LIBRARIES, check_framework
-from hvdscale.study.gemm_findings import findings_text, pretranspose_wins, slower_with_larger_batch
+from hvdscale.study.gemm_findings import (
+    batch_growth,
+    findings_text,
+    pretranspose_wins,
+    result_label,
+    slower_with_larger_batch,
+)
 from hvdscale.study.names import parse_names
 from hvdscale.study.plotting import figure
 
@@ -61,6 +67,10 @@ class GemmSpec:
     min_time_s: float = 0.02
     peak_size: int = 2048
     clock: str = "auto"
+    device: str = "cpu"
+    """``cpu`` or ``cuda`` (PyTorch only): where the products run."""
+    precisions: tuple[str, ...] = ("fp32",)
+    """Each timed in turn: ``fp32``, ``tf32`` (GPU tensor cores), ``bf16``."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +116,14 @@ def parse_sizes(text: str, option: str) -> list[int]:
                                 f"(got {t!r} in {text!r})")
         out.add(int(t))
     return sorted(out)
+
+
+PRECISIONS = ("fp32", "tf32", "bf16")  # as frameworks.torch.gemm, without importing torch
+
+
+def parse_precisions(text: str) -> list[str]:
+    """``"fp32,tf32"`` -> ``["fp32", "tf32"]``; an unknown name is an error."""
+    return parse_names(text, PRECISIONS, "--precision", "precision")
 
 
 def parse_frameworks(text: str) -> list[str]:
@@ -155,17 +173,23 @@ def _check_installed(framework: str) -> None:
 
 CLOCKS = ("auto", "wall", "cpu")
 _clock: Callable[[], float] = time.perf_counter
+_sync: Callable[[], None] = lambda: None  # noqa: E731  (the device's wait; a no-op on CPU)
 
 
-def resolve_clock(clock: str, threads: int) -> str:
-    """``auto``: the process's CPU time with one thread, wall time with more.
+def resolve_clock(clock: str, threads: int, device: str = "cpu") -> str:
+    """``auto``: the process's CPU time with one thread, wall time with more or on a GPU.
 
     On a shared machine other processes take turns on the core; wall time then counts their
     turns too, while the CPU time of this process counts only its own work. With several
-    threads CPU time adds the threads up, so only wall time gives their joint speed.
+    threads CPU time adds the threads up, so only wall time gives their joint speed; a GPU's
+    work is not this process's CPU time at all.
     """
     if clock not in CLOCKS:
         raise HvdscaleError(f"--clock must be one of {', '.join(CLOCKS)} (got {clock!r})")
+    if device != "cpu":
+        if clock == "cpu":
+            raise HvdscaleError("--clock cpu cannot time GPU work: use wall or auto")
+        return "wall"
     if clock == "auto":
         return "cpu" if threads == 1 else "wall"
     return clock
@@ -173,16 +197,20 @@ def resolve_clock(clock: str, threads: int) -> str:
 
 def _calls_for(fn: Callable[[], object], min_time_s: float) -> int:
     """Calls per timed repeat so that one repeat lasts about ``min_time_s``."""
+    _sync()
     t0 = _clock()
     fn()
+    _sync()
     one = max(_clock() - t0, 1e-7)
     return max(1, int(min_time_s / one + 0.5))
 
 
 def _time(fn: Callable[[], object], calls: int) -> float:
+    _sync()  # nothing queued before the clock starts, all of it done before it stops
     t0 = _clock()
     for _ in range(calls):
         fn()
+    _sync()
     return (_clock() - t0) / calls
 
 
@@ -227,18 +255,37 @@ def _time_point(prepare: Prepare, hidden: int, batch: int, spec: GemmSpec,
     return rows
 
 
-def measure_framework(framework: str, spec: GemmSpec,
-                      say: Callable[[str], None] | None = None) -> dict[str, Any]:
+def _device_backend(framework: str, spec: GemmSpec,
+                    precision: str) -> Callable[..., Callable[[], object]]:
+    """The framework's preparer for ``spec.device`` and ``precision``; sets ``_sync``
+    (HvdscaleError: a GPU or a precision other than fp32 asked of TensorFlow)."""
+    global _sync
+    make = load_backend(framework)
+    if spec.device == "cpu" and precision == "fp32":
+        _sync = lambda: None  # noqa: E731
+        return make(spec.threads)
+    if framework != "torch":
+        raise HvdscaleError(f"--device {spec.device} --precision {precision}: only --framework "
+                            "torch times GEMMs on a GPU or in other precisions")
+    module = importlib.import_module("hvdscale.frameworks.torch.gemm")
+    prepare = make(spec.threads, spec.device, precision)
+    _sync = module.synchronizer(spec.device)
+    return prepare
+
+
+def measure_framework(framework: str, spec: GemmSpec, say: Callable[[str], None] | None = None,
+                      precision: str = "fp32") -> dict[str, Any]:
     """Time every variant and its twin at each (hidden, batch) point for one framework.
 
     Returns:
-        ``{"framework", "clock", "peak": {...}, "rows": [...]}``; one row per (hidden, batch,
-        variant) with median seconds, GFLOP/s, fraction of peak and the twin's figures.
+        ``{"framework", "device", "precision", "clock", "peak": {...}, "rows": [...]}``; one row
+        per (hidden, batch, variant) with median seconds, GFLOP/s, fraction of peak and the
+        twin's figures.
     """
     global _clock
-    used = resolve_clock(spec.clock, spec.threads)
+    used = resolve_clock(spec.clock, spec.threads, spec.device)
     _clock = time.process_time if used == "cpu" else time.perf_counter
-    make = load_backend(framework)(spec.threads)
+    make = _device_backend(framework, spec, precision)
 
     def prepare(lay: Layout) -> Callable[[], object]:
         return make(lay.a, lay.b, lay.ta, lay.tb)
@@ -252,7 +299,8 @@ def measure_framework(framework: str, spec: GemmSpec,
                 g = {r["variant"]: r["gflops"] for r in rows[-3:]}
                 say(f"  {framework} hidden={h} batch={b}: NN {g['NN']:.1f} TN {g['TN']:.1f} "
                     f"NT {g['NT']:.1f} GFLOP/s")
-    return {"framework": framework, "clock": used, "peak": peak, "rows": rows}
+    return {"framework": framework, "device": spec.device, "precision": precision,
+            "clock": used, "peak": peak, "rows": rows}
 
 
 # --- the command ----------------------------------------------------------------------------------
@@ -269,7 +317,7 @@ def run_gemm(frameworks: list[str], spec: GemmSpec,
                            ("--peak-size", spec.peak_size, 1)):
         if not isinstance(val, int) or val < low:
             raise HvdscaleError(f"{name} must be an integer >= {low} (got {val!r})")
-    used = resolve_clock(spec.clock, spec.threads)
+    used = resolve_clock(spec.clock, spec.threads, spec.device)
     _set_thread_env(spec.threads)
     for fw in frameworks:  # every framework installed before the first is measured
         _check_installed(fw)
@@ -278,18 +326,20 @@ def run_gemm(frameworks: list[str], spec: GemmSpec,
     started = datetime.now(UTC).isoformat(timespec="seconds")
     load_before = os.getloadavg()
     results = []
-    for fw in frameworks:
+    for fw, prec in ((f, p) for f in frameworks for p in spec.precisions):
         if say:
-            say(f"hvdscale gemm: {fw}, {spec.threads} thread(s), hidden {spec.hidden}, "
-                f"batch {spec.batch}")
-        res = measure_framework(fw, spec, say)
+            say(f"hvdscale gemm: {fw} {prec} on {spec.device}, {spec.threads} thread(s), "
+                f"hidden {spec.hidden}, batch {spec.batch}")
+        res = measure_framework(fw, spec, say, prec)
         res["slower_with_larger_batch"] = slower_with_larger_batch(res["rows"])
         res["pretranspose"] = pretranspose_wins(res["rows"])
+        res["batch_growth"] = batch_growth(res["rows"])
         results.append(res)
     return {
         "schema": 1, "kind": "gemm", "status": "ok", "started": started,
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": socket.gethostname(), "threads": spec.threads, "clock": used,
+        "device": spec.device, "precisions": list(spec.precisions),
         "gates": spec.gates, "repeats": spec.repeats, "warmup": spec.warmup,
         "min_time_s": spec.min_time_s, "hidden": spec.hidden, "batch": spec.batch,
         "loadavg": {"before": list(load_before), "after": list(os.getloadavg())},
@@ -306,7 +356,7 @@ def markdown(rec: dict[str, Any]) -> str:
     for res in rec["frameworks"]:
         peak = res["peak"]
         for h in sorted({r["hidden"] for r in res["rows"]}):
-            lines += [f"### {res['framework']}, hidden {h} (peak {peak['gflops']:.1f} GFLOP/s "
+            lines += [f"### {result_label(res)}, hidden {h} (peak {peak['gflops']:.1f} GFLOP/s "
                       f"= {peak['size']}^3 GEMM)", "",
                       "|batch|NN|TN|NT|NN pre-T|TN pre-T|NT pre-T|NN % peak|TN % peak|"
                       "NT % peak|", "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
@@ -327,7 +377,7 @@ def plot(rec: dict[str, Any], out_dir: Path) -> list[Path]:
     written = []
     for res in rec["frameworks"]:
         hs = sorted({r["hidden"] for r in res["rows"]})
-        path = out_dir / f"gemm_{res['framework']}.png"
+        path = out_dir / f"gemm_{result_label(res, '_')}.png"
         with figure(path, 1, len(hs), figsize=(5.5 * len(hs), 4.2), squeeze=False) as (_, axes):
             for ax, h in zip(axes[0], hs, strict=True):
                 for v in VARIANTS:
@@ -342,8 +392,9 @@ def plot(rec: dict[str, Any], out_dir: Path) -> list[Path]:
                 for x in range(32, max(rec["batch"]) + 1, 32):
                     ax.axvline(x, color="grey", lw=0.4, alpha=0.4)
                 ax.set(xlabel="batch (N)", ylabel="GFLOP/s",
-                       title=f"{res['framework']} hidden {h}, {rec['threads']} thread(s)")
+                       title=f"{result_label(res)} hidden {h}, {rec['threads']} thread(s)")
                 ax.grid(alpha=0.3)
                 ax.legend(fontsize=7)
         written.append(path)
     return written
+

@@ -46,10 +46,50 @@ def pretranspose_wins(rows: list[dict[str, Any]],
     return out
 
 
-def findings_text(res: dict[str, Any]) -> list[str]:
-    """The batch sizes where a larger batch is slower, and where pre-transposing helps."""
-    fw = res["framework"]
+def batch_growth(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (hidden, variant): GFLOP/s at batch 32 over batch 1 (the seed notes: about x14 with
+    cuBLAS), and at each multiple of 32 over the mean of its two neighbours (measured ones)."""
     out = []
+    for h, v in sorted({(r["hidden"], r["variant"]) for r in rows}):
+        g = {r["batch"]: r["gflops"] for r in rows if r["hidden"] == h and r["variant"] == v}
+        entry: dict[str, Any] = {"hidden": h, "variant": v,
+                                 "x32_over_1": g[32] / g[1] if 1 in g and 32 in g else None}
+        entry["multiples_of_32"] = {b: g[b] / ((g[b - 1] + g[b + 1]) / 2)
+                                    for b in sorted(g) if b % 32 == 0
+                                    and b - 1 in g and b + 1 in g}
+        out.append(entry)
+    return out
+
+
+def result_label(res: dict[str, Any], sep: str = " ") -> str:
+    """``torch`` for fp32 on the CPU (the labels of earlier records); else ``torch cuda tf32``."""
+    device, precision = res.get("device", "cpu"), res.get("precision", "fp32")
+    extra = [] if device == "cpu" else [device, precision]
+    if device == "cpu" and precision != "fp32":
+        extra = [precision]
+    return sep.join([res["framework"], *extra])
+
+
+def _growth_text(fw: str, growth: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for e in growth:
+        parts = []
+        if e["x32_over_1"] is not None:
+            parts.append(f"batch 32 runs x{e['x32_over_1']:.1f} the GFLOP/s of batch 1")
+        m32 = e["multiples_of_32"]
+        if m32:
+            parts.append("multiples of 32 vs their neighbours: " + ", ".join(
+                f"{b} x{r:.2f}" for b, r in m32.items()))
+        if parts:
+            out.append(f"- {fw} hidden {e['hidden']} {e['variant']}: " + "; ".join(parts))
+    return out
+
+
+def findings_text(res: dict[str, Any]) -> list[str]:
+    """The batch sizes where a larger batch is slower, where pre-transposing helps, and how
+    GFLOP/s grows with the batch."""
+    fw = result_label(res)
+    out = _growth_text(fw, res.get("batch_growth", []))
     drops = res["slower_with_larger_batch"]
     if drops:
         for h in sorted({d["hidden"] for d in drops}):

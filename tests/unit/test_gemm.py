@@ -103,3 +103,44 @@ def test_clock_is_cpu_time_for_one_thread_wall_time_for_more() -> None:
     assert gemm.resolve_clock("wall", 1) == "wall"
     with pytest.raises(HvdscaleError, match="--clock"):
         gemm.resolve_clock("tsc", 1)
+
+
+def test_batch_growth_reads_x32_over_1_and_multiples_of_32() -> None:
+    from hvdscale.study.gemm_findings import batch_growth
+
+    rows = [{"hidden": 8, "variant": "NN", "batch": b, "gflops": g}
+            for b, g in ((1, 2.0), (31, 20.0), (32, 28.0), (33, 20.0))]
+    (e,) = batch_growth(rows)
+    assert e["x32_over_1"] == pytest.approx(14.0)
+    assert e["multiples_of_32"] == {32: pytest.approx(1.4)}
+
+
+def test_gpu_and_tf32_refused_clearly_where_they_cannot_run() -> None:
+    torch = pytest.importorskip("torch")
+    from hvdscale.errors import HvdscaleError
+    from hvdscale.frameworks.torch import gemm as tg
+
+    with pytest.raises(HvdscaleError, match="tf32 is a GPU"):
+        tg.backend(1, "cpu", "tf32")
+    if not torch.cuda.is_available():
+        with pytest.raises(HvdscaleError, match="torch sees no GPU"):
+            tg.backend(1, "cuda", "fp32")
+    with pytest.raises(HvdscaleError, match="only --framework torch"):
+        gemm.measure_framework("tf", gemm.GemmSpec([8], [1], precisions=("bf16",)),
+                               precision="bf16")
+
+
+def test_bf16_rows_are_timed_and_labelled(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                "TF_NUM_INTRAOP_THREADS"):  # run_gemm sets them: restored after the test
+        monkeypatch.setenv(var, os.environ.get(var, "1"))
+    spec = gemm.GemmSpec([8], [1, 2], repeats=1, warmup=0, min_time_s=0.001, peak_size=64,
+                         precisions=("fp32", "bf16"))
+    rec = gemm.run_gemm(["torch"], spec)
+    assert [(r["framework"], r["precision"], r["device"]) for r in rec["frameworks"]] == [
+        ("torch", "fp32", "cpu"), ("torch", "bf16", "cpu")]
+    assert "torch bf16, hidden 8" in gemm.markdown(rec)
+    assert gemm.resolve_clock("auto", 1, "cuda") == "wall"
+    with pytest.raises(HvdscaleError, match="cannot time GPU work"):
+        gemm.resolve_clock("cpu", 1, "cuda")
