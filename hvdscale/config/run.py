@@ -129,6 +129,11 @@ class RunConfig:
     the CPU), ``cpu``, or ``cuda`` (an error at start-up on every rank when no GPU is visible).
     Rank r uses GPU ``local_rank % visible GPUs``; more ranks than GPUs on a host share them,
     with a warning, and the record's ``device.per_rank[].shared_by`` says so."""
+    tf32: Literal["default", "on", "off"] = "default"
+    """TensorFloat-32 on GPUs (no effect on CPUs): ``off`` makes matmuls and cuDNN's RNNs true
+    fp32 (for exactness checks and the fp32 rows of a comparison), ``on`` allows TF32 in both,
+    ``default`` keeps the framework's own choice (PyTorch: matmuls off, cuDNN on; TensorFlow:
+    on). The record's ``device.gpu.tf32`` says what was in force."""
 
     def __post_init__(self) -> None:
         # The registry's names, in the words a Literal field's check uses.
@@ -136,6 +141,8 @@ class RunConfig:
                f"must be one of {', '.join(FRAMEWORKS)}", self.framework)
         _check(self.device in ("auto", "cpu", "cuda"), "device",
                "must be 'auto', 'cpu' or 'cuda'", self.device)
+        _check(self.tf32 in ("default", "on", "off"), "tf32",
+               "must be 'default', 'on' or 'off'", self.tf32)
         # The frameworks' own data parallelism exists only in its framework.
         _check(self.strategy.name != "ddp" or self.framework == "torch", "strategy.name",
                f"ddp is PyTorch's DistributedDataParallel and needs framework=torch, not "

@@ -52,6 +52,10 @@ class Framework(Protocol):
         """Make ``placement`` this process's device before the framework's runtime starts."""
         ...
 
+    def set_tf32(self, mode: str) -> None:
+        """TF32 on GPUs (``RunConfig.tf32``: default, on, off); nothing changes on CPUs."""
+        ...
+
     def gpu_provenance(self, placement: Placement) -> dict[str, Any] | None:
         """GPU model, count, driver, CUDA, cuDNN and NCCL versions (None on CPU)."""
         ...

@@ -88,6 +88,8 @@ def identity(config: Mapping[str, Any]) -> dict[str, Any]:
     c = copy.deepcopy(dict(config))
     for key in LABEL_ONLY:
         _pop(c, key)
+    if c.get("tf32") == "default":  # records from before the setting measured the default
+        c.pop("tf32")
     horovod = (c.get("strategy") or {}).get("horovod")
     if isinstance(horovod, dict):
         for key in ON_OFF:

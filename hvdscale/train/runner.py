@@ -69,6 +69,7 @@ def _run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None, started: s
 
     placement = resolve_device(cfg.device, fw.gpu_count(), launch_local_rank(), local_size)
     fw.use_device(placement)
+    fw.set_tf32(cfg.tf32)
 
     # The frameworks' own strategies (ddp, mwms) never start Horovod; under horovodrun --gloo
     # the check refuses what cannot run without MPI, before any world is made.

@@ -42,3 +42,17 @@ def test_ddp_takes_gloo_on_a_shared_gpu_and_nccl_on_its_own() -> None:
     assert ddp_backend("cuda", [[0, 1]])[0] == "gloo"
     assert ddp_backend("cuda", [])[0] == "nccl"
     assert ddp_backend("cpu", []) == ("gloo", "cpu")
+
+
+def test_tf32_setting_checked_and_default_keeps_old_identities() -> None:
+    from hvdscale.config import load_config, to_dict
+    from hvdscale.records.experiment import experiment_id
+
+    cfg = load_config("configs/demo.yaml")
+    old = to_dict(cfg)
+    old.pop("tf32")  # a record written before the setting existed
+    assert experiment_id(to_dict(cfg)) == experiment_id(old)
+    off = load_config("configs/demo.yaml", ["tf32=off"])
+    assert experiment_id(to_dict(off)) != experiment_id(old)
+    with pytest.raises(ConfigError, match="tf32"):
+        load_config("configs/demo.yaml", ["tf32=maybe"])

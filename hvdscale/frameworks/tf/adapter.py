@@ -66,6 +66,12 @@ def use_device(placement: Placement) -> None:
         tf.config.set_visible_devices([], "GPU")
 
 
+def set_tf32(mode: str) -> None:
+    """TF32 on GPUs: ``on``, ``off``, or ``default`` (TensorFlow's own: on)."""
+    if mode != "default":
+        tf.config.experimental.enable_tensor_float_32_execution(mode == "on")
+
+
 def gpu_provenance(placement: Placement) -> dict[str, Any] | None:
     """GPU model, count, driver (None: TensorFlow does not say), CUDA, cuDNN versions."""
     if placement.kind != "cuda":
@@ -75,7 +81,8 @@ def gpu_provenance(placement: Placement) -> dict[str, Any] | None:
     details = tf.config.experimental.get_device_details(gpus[0]) if gpus else {}
     return {"model": details.get("device_name"), "count": placement.visible_gpus,
             "driver": None, "cuda": info.get("cuda_version"),
-            "cudnn": info.get("cudnn_version"), "nccl": None}
+            "cudnn": info.get("cudnn_version"), "nccl": None,
+            "tf32": tf.config.experimental.tensor_float_32_execution_enabled()}
 
 
 def set_threads(intra: int, inter: int) -> None:

@@ -52,6 +52,14 @@ def use_device(placement: Placement) -> None:
         torch.cuda.set_device(placement.index)
 
 
+def set_tf32(mode: str) -> None:
+    """TF32 for cuBLAS matmuls and cuDNN (the fused LSTM) alike: ``on``, ``off``, or
+    ``default`` (torch's own: matmuls off, cuDNN on)."""
+    if mode != "default":
+        torch.backends.cuda.matmul.allow_tf32 = mode == "on"
+        torch.backends.cudnn.allow_tf32 = mode == "on"
+
+
 def _driver_version() -> str | None:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
@@ -74,7 +82,8 @@ def gpu_provenance(placement: Placement) -> dict[str, Any] | None:
     return {"model": torch.cuda.get_device_name(placement.index),
             "count": torch.cuda.device_count(), "driver": _driver_version(),
             "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
-            "nccl": nccl}
+            "nccl": nccl, "tf32": {"matmul": torch.backends.cuda.matmul.allow_tf32,
+                                   "cudnn": torch.backends.cudnn.allow_tf32}}
 
 
 def make_optimizer(params: list[torch.nn.Parameter], cfg: OptimConfig) -> torch.optim.Optimizer:
