@@ -89,12 +89,16 @@ def profile_impl(cfg: RunConfig, steps: int, threads: tuple[int, int],
                  profile_steps: ProfileSteps) -> dict[str, Any]:
     """Build ``cfg``'s model through its framework's adapter, warm up (two steps), time
     ``steps`` unprofiled steps, then hand ``steps`` more to the framework's profiler."""
+    from hvdscale.core.device import resolve_device
     from hvdscale.frameworks import load_framework
 
     fw = load_framework(cfg.framework)
     fw.set_threads(*threads)
+    placement = resolve_device(cfg.device, fw.gpu_count(), 0, 1)  # device=cuda: a GPU or error
+    fw.use_device(placement)
+    fw.set_tf32(cfg.tf32)
     batches, src_vocab, tgt_vocab = _batches(cfg)
-    adapter = fw.make_adapter(cfg.model, cfg.optim, src_vocab, tgt_vocab)
+    adapter = fw.make_adapter(cfg.model, cfg.optim, src_vocab, tgt_vocab, placement)
     step = train_step(adapter)
     for _ in range(2):  # warm-up: tracing (TF), allocations, library dispatch
         step(next(batches))
@@ -145,7 +149,7 @@ def run_profile(config: str, overrides: list[str] | None = None, steps: int = 2,
         res = profile_impl(c, steps, threads, profile_steps)
         res["time_split"] = _time_split(res)
         impls[impl] = res
-    counts = ("graph_ops", "ops", "kernels")
+    counts = ("graph_ops", "ops", "kernels", "gpu_kernels")
     ratio = {k: impls["loop"][k] / impls["fused"][k] for k in counts
              if k in impls["fused"] and impls["fused"][k]}
     return {
@@ -156,7 +160,7 @@ def run_profile(config: str, overrides: list[str] | None = None, steps: int = 2,
         "threads": {"intra_op": threads[0], "inter_op": threads[1]},
         "loadavg": {"before": list(load_before), "after": list(os.getloadavg())},
         "versions": versions(), "git": git_revision(), "impls": impls,
-        "ratio_loop_fused": ratio, "notes": NOTES,
+        "ratio_loop_fused": ratio, "notes": NOTES, "gpu": _gpu(cfg),
     }
 
 
@@ -169,6 +173,10 @@ def markdown(rec: dict[str, Any]) -> str:
     ops_key = "graph_ops" if "graph_ops" in f else "ops"
     ops_what = ("graph ops of the traced train step" if ops_key == "graph_ops"
                 else "operators executed per step")
+    gpu = (rec.get("gpu") or {}).get("model")
+    where = f"GPU ({gpu})" if gpu else "CPU (this machine)"
+    gpu_row = [f"|{where}, GPU kernels|{f['gpu_kernels']:,.0f}|{lp['gpu_kernels']:,.0f}|"
+               f"{r.get('gpu_kernels', 0):.1f}|1,281|37,644|29.4|"] if "gpu_kernels" in f else []
     lines = [f"## Fused vs loop RNN: {rec['name']} ({rec['framework']}, {m['kind']}, "
              f"{m['encoder_layers']}+{m['decoder_layers']} layers, hidden {m['hidden_size']}, "
              f"batch {d['batch_size']}; {rec['threads']['intra_op']} thread(s), "
@@ -176,13 +184,13 @@ def markdown(rec: dict[str, Any]) -> str:
              f"Number of operators ({ops_what}):", "",
              "|device|fused|loop|ratio loop/fused|notes: cudnn_lstm|notes: dynamic_rnn|"
              "notes: ratio|", "|:--|--:|--:|--:|--:|--:|--:|",
-             f"|CPU (this machine)|{f[ops_key]:,.0f}|{lp[ops_key]:,.0f}|{r.get(ops_key, 0):.1f}|"
+             f"|{where}|{f[ops_key]:,.0f}|{lp[ops_key]:,.0f}|{r.get(ops_key, 0):.1f}|"
              f"212|1,522|7.1|", "",
              "Kernel invocations per training step:", "",
              "|device|fused|loop|ratio loop/fused|notes: cudnn_lstm|notes: dynamic_rnn|"
              "notes: ratio|", "|:--|--:|--:|--:|--:|--:|--:|",
-             f"|CPU (this machine)|{f['kernels']:,.0f}|{lp['kernels']:,.0f}|"
-             f"{r.get('kernels', 0):.1f}|1,281|37,644|29.4|", "",
+             f"|{where}, aten (innermost operators)|{f['kernels']:,.0f}|{lp['kernels']:,.0f}|"
+             f"{r.get('kernels', 0):.1f}|1,281|37,644|29.4|", *gpu_row, "",
              *_phase_table(rec),
              "Where a step's time goes (profiled steps):", "",
              "|impl|step (s, unprofiled)|step (s, profiled)|RNN|softmax projection|rest|",
@@ -208,3 +216,12 @@ def _phase_table(rec: dict[str, Any]) -> list[str]:
                  for p in PHASES]
         lines.append(f"|{impl}|" + "|".join(cells) + "|")
     return [*lines, ""]
+
+
+def _gpu(cfg: RunConfig) -> dict[str, Any] | None:
+    """The GPU the profile ran on (model, driver, CUDA, cuDNN, NCCL, TF32), None on the CPU."""
+    from hvdscale.core.device import resolve_device
+    from hvdscale.frameworks import load_framework
+
+    fw = load_framework(cfg.framework)
+    return fw.gpu_provenance(resolve_device(cfg.device, fw.gpu_count(), 0, 1))
