@@ -1,0 +1,36 @@
+"""Useful flops per word against the real model's weight matrices: a training step does six
+flops per weight per token in each GEMM (2 forward, 2 + 2 backward)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hvdscale.config import load_config, to_dict
+from hvdscale.study.step_flops import achieved, flops_per_word
+
+torch = pytest.importorskip("torch")
+
+
+def _gemm_weights(module: object) -> int:
+    # LSTM input/recurrent matrices and the projection: every 2-D weight but the embeddings.
+    return sum(p.numel() for n, p in module.named_parameters()
+               if p.dim() == 2 and "embed" not in n)
+
+
+@pytest.mark.parametrize("sets", [["model.kind=lm", "data.synthetic.kind=markov"],
+                                  ["model.encoder_layers=2", "model.decoder_layers=2"]])
+def test_flops_per_word_is_six_per_gemm_weight(sets: list[str]) -> None:
+    from hvdscale.frameworks.torch import make_adapter
+
+    cfg = load_config("configs/demo.yaml", ["model.rnn_impl=fused", *sets])
+    model = to_dict(cfg)["model"]
+    adapter = make_adapter(cfg.model, cfg.optim, model["src_vocab"], model["tgt_vocab"])
+    m = adapter.model
+    if cfg.model.kind == "lm":
+        expected = 6 * _gemm_weights(m)
+    else:  # a word is half source (encoder) and half target (decoder and projection)
+        expected = 6 * (_gemm_weights(m.encoder) + _gemm_weights(m.decoder)
+                        + _gemm_weights(m.proj)) / 2
+    assert flops_per_word(model)["total"] == pytest.approx(expected)
+    rec = {"config": {"model": model}, "words_per_s": 1e6, "ranks": 2, "workers": 2}
+    assert achieved(rec)["tflops_per_rank"] == pytest.approx(expected / 2e6)
