@@ -15,6 +15,7 @@ per-rank mean losses, on the same uneven batches, must lie far outside it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +37,9 @@ from hvdscale.core.world import is_gloo_launch
 from hvdscale.frameworks import load_framework
 from hvdscale.strategies import Strategy, make_strategy
 
+TEST_DEVICE = os.environ.get("HVDSCALE_TEST_DEVICE", "cpu")
+"""``cuda`` (bench/gpu_device.sh on a GPU machine): each rank's replica on its GPU with TF32
+off, the one-process reference on the CPU, the same tolerances. Default: the CPU."""
 K_STEPS = 3
 """Steps of a fixed-step case (an epoch case runs its whole schedule)."""
 NAIVE_MARGIN = 100
@@ -79,7 +83,7 @@ def distributed(cfg: RunConfig, world: Any, stage: bool = False) -> tuple[np.nda
                              getattr(fw, "make_native_strategy", None))
     widx = getattr(strategy, "worker_index", world.rank)
     nworkers = getattr(strategy, "num_workers", world.size)
-    mine = adapter(cfg, Placement("cpu", stage=stage))
+    mine = adapter(cfg, rank_placement(cfg, world, stage))
     strategy.setup(mine)
     p = plan(cfg, widx, nworkers) if strategy.computes else None
     if cfg.measure.epochs:
@@ -92,6 +96,31 @@ def distributed(cfg: RunConfig, world: Any, stage: bool = False) -> tuple[np.nda
             strategy.step(next(batches) if batches is not None else None)
     strategy.finish()
     return mine.params_buffer().astype(np.float64), strategy
+
+
+def rank_placement(cfg: RunConfig, world: Any, stage: bool) -> Placement:
+    """This rank's placement: the CPU, or under ``HVDSCALE_TEST_DEVICE=cuda`` its GPU (true
+    fp32: TF32 off), where a Horovod whose NCCL cannot serve ranks sharing a GPU is a skip."""
+    if TEST_DEVICE != "cuda":
+        return Placement("cpu", stage=stage)
+    import torch
+
+    from hvdscale.core.device import resolve_device
+    from hvdscale.core.gpu_sharing import check_horovod, gather_groups
+    from hvdscale.errors import ConfigError
+
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    placement = resolve_device("cuda", torch.cuda.device_count(), world.local_rank,
+                               world.local_size)
+    groups = gather_groups(world, placement)
+    if cfg.strategy.name == "horovod":
+        import horovod.torch as hvd
+
+        try:
+            check_horovod(groups, bool(hvd.nccl_built()))
+        except ConfigError as e:
+            pytest.skip(str(e))
+    return placement
 
 
 def worker_steps(cfg: RunConfig, nworkers: int) -> list[list]:
