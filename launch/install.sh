@@ -4,9 +4,9 @@
 # built from its source distribution with PyTorch, TensorFlow, MPI and Gloo.
 #
 # Horovod 0.28.1 (its last release) does not build as published against these versions;
-# two fixes are applied to the unpacked source before building (see README, "Why Horovod is
-# patched"). The built wheel is cached under $HVDSCALE_CACHE keyed by the torch, tensorflow and
-# horovod versions, so a second install takes seconds.
+# two fixes are applied to the unpacked source before building (see docs/install.md, "Why
+# Horovod is patched"). The built wheel is cached under $HVDSCALE_CACHE keyed by the torch,
+# tensorflow and horovod versions, so a second install takes seconds.
 #
 # GPU clusters: set TORCH_SPEC / TF_SPEC to CUDA builds and HOROVOD_GPU_OPERATIONS=NCCL
 # (plus HOROVOD_NCCL_HOME if NCCL is not in a system path) before running this script; the
