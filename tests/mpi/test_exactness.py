@@ -17,6 +17,7 @@ import pytest
 
 from hvdscale.core.world import is_gloo_launch
 from tests.exactness import (
+    FP16_MIN_ERR,
     adapter,
     check_exact,
     distributed,
@@ -116,7 +117,8 @@ def test_horovod_fp16_compression_keeps_replicas_identical(hvd, comm_world) -> N
     ref = reference(cfg, worker_steps(cfg, comm_world.size))
     rel = rel_change(params, ref, init)
     print(f"fp16 relative error of the change: {rel:.2e}")
-    assert 0 < rel < FP16_REL_TOL, rel
+    # Above float32's summation-order error by a wide margin: compression really ran.
+    assert FP16_MIN_ERR < rel < FP16_REL_TOL, rel
     # The direction of the update is kept: cosine similarity with the fp32 change.
     got, want = params - init, ref - init
     cos = float(got @ want / (np.linalg.norm(got) * np.linalg.norm(want)))

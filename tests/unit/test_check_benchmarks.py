@@ -130,7 +130,8 @@ def test_calling_a_run_quiet_from_one_reading_at_the_end_fails(tmp_path: Path) -
     shutil.copytree(RESULTS, results)
     raw = results / "strategies_np2.json"
     d = json.loads(raw.read_text())
-    d.pop("launches", None)
+    for launch in d["launches"]:  # the launches' words/s stay: the table is computed from them
+        del launch["load_before"], launch["load_after"]
     for k in [k for k in d if "load" in k or k.startswith("quiet")]:
         del d[k]
     d["loadavg_emit"] = [1.5, 2.85, 2.98]
@@ -138,6 +139,61 @@ def test_calling_a_run_quiet_from_one_reading_at_the_end_fails(tmp_path: Path) -
     _, bad = _checker().check_figures(MD.read_text(), results)
     assert len(bad) == 1 and "issue 3 scaling" in bad[0], bad
     assert "one reading, at the end: 1-minute load 1.50; not quiet" in bad[0]
+
+
+def test_a_threshold_stored_in_the_raw_file_is_not_trusted(tmp_path: Path) -> None:
+    # The text calls run2 (a 1-minute load of 3.14) not quiet. A raw file that raises its own
+    # threshold cannot make that load quiet: the check judges by the project's QUIET_LOAD.
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS, results)
+    raw = results / "overhead_issue24_run2.json"
+    raw.write_text(json.dumps({**json.loads(raw.read_text()), "quiet_load": 9.0}))
+    assert _checker().check_figures(MD.read_text(), results)[1] == []
+    # And read back directly: a 3.0 load is not quiet, whatever threshold the file names.
+    q = _emit().quiet_label({"loadavg_before": [3.0, 1.0, 1.0], "quiet_load": 9.0})
+    assert q["quiet"] is False and q["quiet_load"] == _emit().QUIET_LOAD
+    # The same for a generated block: the TF overhead table renders from its raw file alone.
+    spec = importlib.util.spec_from_file_location("bench_overhead_tf",
+                                                  ROOT / "bench" / "bench_overhead_tf.py")
+    tf_bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tf_bench)  # type: ignore[union-attr]
+    d = json.loads((RESULTS / "overhead_tf_issue24.json").read_text())
+    d["block_load_1min"][0] = [3.0, 3.0]
+    assert "| 1-minute load, every block | not quiet | " in tf_bench.render(
+        {**d, "quiet_load": 9.0})
+
+
+def _strategies(tmp_path: Path, change) -> list[str]:
+    """The check's mismatches with strategies_np2.json changed by ``change`` (in place)."""
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS, results)
+    raw = results / "strategies_np2.json"
+    d = json.loads(raw.read_text())
+    change(d)
+    raw.write_text(json.dumps(d))
+    return _checker().check_figures(MD.read_text(), results)[1]
+
+
+def test_the_strategies_table_is_recomputed_from_the_launches(tmp_path: Path) -> None:
+    # Stored medians and ratios that lie change nothing: the launches give the table.
+    def lie(d: dict) -> None:
+        d["median_words_per_s"] = {k: v * 1.1 for k, v in d["median_words_per_s"].items()}
+        d["all_words_per_s"] = {k: [x * 1.1 for x in v] for k, v in d["all_words_per_s"].items()}
+        for k in ("horovod_over_independent", "ps_over_independent", "ps_over_horovod"):
+            d[k] = 0.99
+    assert _strategies(tmp_path / "lie", lie) == []
+
+    # A changed launch moves horovod's median (24948 to 25824, the next launch up): its row
+    # with its ratio, and ps / horovod, no longer match the text.
+    def faster(d: dict) -> None:
+        launch = next(x for x in d["launches"] if round(x["words_per_s"]) == 24948)
+        launch["words_per_s"] = 26000.0
+    bad = _strategies(tmp_path / "faster", faster)
+    assert len(bad) == 2 and all("issue 3 scaling" in b for b in bad), bad
+    assert "| horovod | 25824 | 65.7 | **0.929** |" in bad[0] and "ps / horovod 0.99" in bad[1]
+    # A strategy short of launches has no median to compare: one clear line, not a guess.
+    bad = _strategies(tmp_path / "short", lambda d: d["launches"].pop())
+    assert len(bad) == 1 and "launches per strategy differ" in bad[0], bad
 
 
 def test_gemm_findings_that_match_nothing_fail(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from hvdscale.config import load_config, to_dict
 from hvdscale.study.quality import crossing, quality_section, target_loss
+from hvdscale.train.until import UntilTracker
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,6 +62,29 @@ def test_a_diverged_evaluation_never_meets_the_target() -> None:
     two = _record(2, "weak", [3.0, math.nan], 1900.0)  # diverged: the run says not reached
     assert two["quality"]["reached"] is False
     assert "not reached" in quality_section([one, two]).split("| 2 |")[-1]
+
+
+def test_a_run_that_reports_reached_false_gets_no_crossing() -> None:
+    # The curve crosses 2.0 at step 20, but the run's own verdict (reached: false, e.g. a
+    # finite evaluation between diverged ones, or a target met only after the cap) stands.
+    one = _record(1, "weak", [3.0, 1.5], 1000.0)
+    two = _record(2, "weak", [3.0, 1.5], 1900.0)
+    assert crossing(two["quality"]["curve"], 2.0) is not None
+    two["quality"]["reached"], two["quality"]["time_to_target_s"] = False, None
+    row = next(line for line in quality_section([one, two]).splitlines()
+               if line.startswith("| 2 |"))
+    assert "not reached (2 s cap)" in row and "target not reached" in row, row
+
+
+def test_until_never_meets_a_target_with_a_nan_loss() -> None:
+    # A diverged evaluation (NaN) meets no target of any metric; a finite one below it does.
+    for metric, target in (("loss", 2.0), ("perplexity", 8.0), ("floor_fraction", 0.5)):
+        measure = load_config(None, ["measure.eval_every=10", f"measure.until.metric={metric}",
+                                     f"measure.until.target={target}"]).measure
+        tracker = UntilTracker(measure, evaluator=None, floor_loss=1.0,  # type: ignore[arg-type]
+                               corpus_sentences=100)
+        assert not tracker.meets(math.nan), metric
+        assert tracker.meets(0.5), metric
 
 
 def test_target_loss_of_each_metric() -> None:

@@ -81,3 +81,20 @@ def test_a_failure_on_one_rank_or_a_failed_phase_fails(tmp_path: Path) -> None:
     assert summarize.main(str(tmp_path), ["lint"]) == 1
     _junit(tmp_path, "mpirun-np2-rank1", _case("tests.mpi.test_b.test_two", "failed"))
     assert summarize.main(str(tmp_path), []) == 1
+
+
+def test_only_the_listed_cases_of_a_parametrized_test_may_skip(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture
+                                                               ) -> None:
+    # test_same_weights_same_eval_loss has 6 cases; under --gloo only its 2 ps cases skip.
+    test = "tests.mpi.test_eval_same.test_same_weights_same_eval_loss"
+    why = "mpi4py point-to-point needs an MPI launch, not --gloo"
+    _all_green(tmp_path)
+    _junit(tmp_path, "horovodrun-gloo-np2-rank0", _case("tests.mpi.test_b.test_two", "passed"),
+           *(_case(f"{test}[{src}-ps]", "skipped", why) for src in ("mapped", "markov")))
+    assert summarize.main(str(tmp_path), []) == 0
+    _junit(tmp_path, "horovodrun-gloo-np2-rank0", _case("tests.mpi.test_b.test_two", "passed"),
+           _case(f"{test}[mapped-horovod]", "skipped", why))
+    assert summarize.main(str(tmp_path), []) == 1
+    assert f"UNEXPECTED SKIP [horovodrun-gloo-np2] {test}[mapped-horovod]" in (
+        capsys.readouterr().out)

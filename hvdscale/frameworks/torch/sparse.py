@@ -20,6 +20,10 @@ from torch import nn
 
 from hvdscale.errors import HvdscaleError
 
+SPARSE_NAME = "hvdscale.sparse"
+"""Name prefix of the sparse reductions (``SPARSE_NAME.<i>``; Horovod adds ``.indices`` and
+``.values`` to its two allgathers): the tests tell them from other allgathers by it."""
+
 
 class SparseEmbeddingGrads:
     """The adapter's embeddings, switched to sparse gradients (see the module docstring).
@@ -84,7 +88,7 @@ class SparseEmbeddingGrads:
         embedding gradient; returns the handles for ``finish``."""
         from horovod.torch.mpi_ops import sparse_allreduce_async  # hvd:
 
-        return [sparse_allreduce_async(p.grad.coalesce(), name=f"hvdscale.sparse.{i}",  # hvd:
+        return [sparse_allreduce_async(p.grad.coalesce(), name=f"{SPARSE_NAME}.{i}",  # hvd:
                                        op=op) for i, p in enumerate(self.params)]
 
     def finish(self, handles: list[Any] | None = None) -> None:
