@@ -51,8 +51,8 @@ def handle(args: argparse.Namespace) -> int:
 
     Returns 0 when every point is recorded ok, 1 when some point failed (after the report).
     """
-    from hvdscale.study import sweep
-    from hvdscale.study.report import write_report
+    from hvdscale.study.report.report import write_report
+    from hvdscale.study.sweep import sweep
 
     spec = sweep.plan_sweep(sweep.SweepRequest(
         args.config, args.np, args.strategies, launcher=args.launcher, hostfile=args.hostfile,

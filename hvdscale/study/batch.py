@@ -43,7 +43,8 @@ def run_batch_sweep(config: str, batches: list[int], overrides: list[str] | None
     """
     from hvdscale.core.threads import resolve_threads
     from hvdscale.records.provenance import git_revision, versions
-    from hvdscale.study import gemm, sweep
+    from hvdscale.study import gemm
+    from hvdscale.study.sweep import sweep
 
     overrides = list(overrides or [])
     cfg = load_config(config, overrides)

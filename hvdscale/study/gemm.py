@@ -38,8 +38,8 @@ from typing import Any
 from hvdscale.errors import HvdscaleError
 from hvdscale.registry import FRAMEWORKS, LIBRARIES, check_framework
 from hvdscale.study.gemm_findings import findings_text, pretranspose_wins, slower_with_larger_batch
-from hvdscale.study.names import parse_names
 from hvdscale.study.plotting import figure
+from hvdscale.study.sweep.names import parse_names
 
 VARIANTS = ("NN", "TN", "NT")
 DEFAULT_HIDDEN = "512,1024"

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from hvdscale.study.sweep import Point, recorded_all
+from hvdscale.study.sweep.sweep import Point, recorded_all
 
 ROUND_SUFFIX = "-round"
 _TAG = re.compile(re.escape(ROUND_SUFFIX) + r"(\d+)$")

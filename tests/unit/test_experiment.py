@@ -10,9 +10,9 @@ import pytest
 
 from hvdscale.config import load_config, to_dict
 from hvdscale.records.store import append_record, read_records, record_key
-from hvdscale.study.points import collect
-from hvdscale.study.report import open_failures, write_report
-from hvdscale.study.sweep import SweepRequest, plan_sweep, recorded
+from hvdscale.study.report.points import collect
+from hvdscale.study.report.report import open_failures, write_report
+from hvdscale.study.sweep.sweep import SweepRequest, plan_sweep, recorded
 
 ROOT = Path(__file__).resolve().parents[2]
 

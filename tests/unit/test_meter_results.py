@@ -19,8 +19,8 @@ from hvdscale.records.store import (
     record_key,
     results_path,
 )
-from hvdscale.study.points import collect
-from hvdscale.study.report import write_report
+from hvdscale.study.report.points import collect
+from hvdscale.study.report.report import write_report
 
 
 def test_spread_median_mad_and_interval() -> None:

@@ -13,9 +13,9 @@ import pytest
 from hvdscale.config import to_dict
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.store import read_records
-from hvdscale.study import sweep
-from hvdscale.study.launcher import error_summary
-from hvdscale.study.sweep import (
+from hvdscale.study.sweep import sweep
+from hvdscale.study.sweep.launcher import error_summary
+from hvdscale.study.sweep.sweep import (
     Outcome,
     SweepRequest,
     SweepSpec,

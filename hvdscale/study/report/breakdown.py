@@ -4,8 +4,8 @@ For a point with W workers, window T and words summed over the workers, linear s
 the 1-worker run of the same config (words/s w1, the median of its runs, as the report's
 speedup) would have taken T_lin = words / (W w1). The loss of efficiency is (T - T_lin) / T,
 exactly 100 minus the point's efficiency. Averaged over the workers, T - T_lin is the mean over
-ranks r of T - words_r / w1, which splits per rank into (``hvdscale.study.decompose``, the one
-decomposition the fitted prediction uses too):
+ranks r of T - words_r / w1, which splits per rank into
+(``hvdscale.study.report.decompose``, the one decomposition the fitted prediction uses too):
 
 - compute slowdown: compute_r - words_r x c1, the rank's forward+backward time above what the
   1-worker run spent per word (c1): contention for cores and memory, smaller GEMMs;
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hvdscale.study.decompose import PARTS, split_loss
+from hvdscale.study.report.decompose import PARTS, split_loss
 
 PART_LABELS = {"compute_slowdown": "compute slowdown", "exposed_comm": "exposed communication",
                "straggler_idle": "straggler idle", "rest": "rest"}

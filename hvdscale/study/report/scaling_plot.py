@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hvdscale.study.plotting import figure
-from hvdscale.study.points import Experiment
-from hvdscale.study.tables import title
+from hvdscale.study.report.points import Experiment
+from hvdscale.study.report.tables import title
 
 
 def _slug(exp: Experiment) -> str:

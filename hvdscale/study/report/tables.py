@@ -15,8 +15,8 @@ import io
 import json
 
 from hvdscale.records.experiment import experiment_id, series_label
-from hvdscale.study.native_tables import horovod_vs_native
-from hvdscale.study.points import Experiment, Point
+from hvdscale.study.report.native_tables import horovod_vs_native
+from hvdscale.study.report.points import Experiment, Point
 
 STRATEGY_ORDER = {"independent": 0, "horovod": 1, "ddp": 2, "mwms": 2, "ps": 3}
 MODE_LABELS = {"aligned": " (ranks aligned on one bucket per step)",

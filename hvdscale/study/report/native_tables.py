@@ -5,7 +5,7 @@ own table; ``bench/bench_ddp.py`` measures the paired ratio with its spread)."""
 
 from __future__ import annotations
 
-from hvdscale.study.points import Point
+from hvdscale.study.report.points import Point
 
 NATIVE = {"torch": "ddp", "tf": "mwms"}
 """Each framework's own data-parallel strategy, as series labels name it."""

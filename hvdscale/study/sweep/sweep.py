@@ -30,8 +30,8 @@ from hvdscale.errors import HvdscaleError
 from hvdscale.records.experiment import same_point
 from hvdscale.records.store import append_record, check_writable, record_key
 from hvdscale.registry import FRAMEWORKS
-from hvdscale.study.hostfile import Hostfile, write_hostfile
-from hvdscale.study.launcher import (
+from hvdscale.study.sweep.hostfile import Hostfile, write_hostfile
+from hvdscale.study.sweep.launcher import (
     check_launcher,
     error_summary,
     launch_env,
@@ -41,7 +41,7 @@ from hvdscale.study.launcher import (
     run_launch,
     split_launcher_args,
 )
-from hvdscale.study.names import parse_names
+from hvdscale.study.sweep.names import parse_names
 
 
 @dataclass(frozen=True)
