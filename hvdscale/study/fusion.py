@@ -33,14 +33,8 @@ from hvdscale.study.fusion_settings import Setting, grid_settings, parse_floats,
 from hvdscale.study.rounds import round_point, rounds_of
 from hvdscale.study.sweep.hostfile import write_hostfile
 from hvdscale.study.sweep.launcher import read_out
-from hvdscale.study.sweep.sweep import (
-    Point,
-    SweepRequest,
-    SweepSpec,
-    plan_sweep,
-    recorded,
-    run_point,
-)
+from hvdscale.study.sweep.plan import Point, SweepRequest, SweepSpec, plan_sweep, recorded
+from hvdscale.study.sweep.sweep import run_point
 
 DEFAULT_THRESHOLDS = "0,1,4,16,64,128"
 DEFAULT_CYCLES = "0.5,1,2,5,10"

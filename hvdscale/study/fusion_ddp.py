@@ -27,7 +27,8 @@ from hvdscale.study.recommend import recommend
 from hvdscale.study.rounds import round_point, rounds_of
 from hvdscale.study.sweep.hostfile import write_hostfile
 from hvdscale.study.sweep.launcher import read_out
-from hvdscale.study.sweep.sweep import Point, SweepRequest, SweepSpec, plan_sweep, run_point
+from hvdscale.study.sweep.plan import Point, SweepRequest, SweepSpec, plan_sweep
+from hvdscale.study.sweep.sweep import run_point
 
 DEFAULT_BUCKETS = "1,5,25,100"
 DDP_DEFAULT_MB = DDPConfig().bucket_cap_mb

@@ -1,4 +1,5 @@
-"""Which interleaved round a study's record measured (``hvdscale fusion``, its DDP analogue).
+"""Which interleaved round a study's record measured (``hvdscale sweep --repeats``,
+``hvdscale fusion``, its DDP analogue).
 
 Paired ratios divide one setting's words/s by the reference's of the SAME round, so every
 record must keep its round even when a launch of an earlier round failed (failed launches leave
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from hvdscale.study.sweep.sweep import Point, recorded_all
+from hvdscale.study.sweep.plan import Point, recorded_all
 
 ROUND_SUFFIX = "-round"
 _TAG = re.compile(re.escape(ROUND_SUFFIX) + r"(\d+)$")
@@ -31,6 +32,11 @@ def round_of(rec: dict[str, Any]) -> int | None:
     """The 0-based round a record's name is tagged with; None for an untagged record."""
     m = _TAG.search(str(rec.get("name") or ""))
     return int(m.group(1)) - 1 if m else None
+
+
+def untagged(name: str) -> str:
+    """A config name without its round tag: ``demo-round2`` -> ``demo``."""
+    return _TAG.sub("", name)
 
 
 def by_round(recs: Sequence[dict[str, Any]], repeats: int) -> list[dict[str, Any] | None]:
@@ -54,6 +60,14 @@ def by_round(recs: Sequence[dict[str, Any]], repeats: int) -> list[dict[str, Any
     for i, rec in zip(free, untagged, strict=False):
         out[i] = rec
     return out
+
+
+def words_by_round(recs: Sequence[dict[str, Any]]) -> list[float | None]:
+    """One point's words/s per round (``by_round`` over as many rounds as its records tag or
+    hold): what paired ratios (``hvdscale.study.recommend``) divide round by round."""
+    tags = [r for r in map(round_of, recs) if r is not None]
+    n = max([len(recs), *(t + 1 for t in tags)])
+    return [None if rec is None else rec["words_per_s"] for rec in by_round(recs, n)]
 
 
 def rounds_of(records: Sequence[dict[str, Any]], point: Point,

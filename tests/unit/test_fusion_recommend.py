@@ -18,7 +18,7 @@ from hvdscale.study.fusion_settings import Setting
 from hvdscale.study.recommend import NO_WINNER, paired_ratios, recommend
 from hvdscale.study.rounds import by_round, round_point, rounds_of
 from hvdscale.study.sweep.launcher import read_out
-from hvdscale.study.sweep.sweep import Point
+from hvdscale.study.sweep.plan import Point
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,12 +1,16 @@
 """``hvdscale sweep``: every (ranks, strategy) point as its own launch, then the report.
 
-A sweep is planned and checked completely before the first launch: the config (with every
-strategy applied), the rank counts, the launcher and the hostfile's slots. Bad input therefore
-costs one error line and leaves earlier results as they were. Each point then runs as one
-``mpirun``/``horovodrun``/``srun`` subprocess with a time limit; its ranks write the usual
-record. A point that fails (non-zero exit, time limit, no record) gets a ``status: failed``
-record with the last lines of its stderr, and the sweep goes on. Points whose ``ok`` record is
-already in the results directory (same config, same ranks) are skipped unless ``redo``.
+A sweep is planned and checked completely before the first launch (``hvdscale.study.sweep.plan``).
+Each point then runs as one ``mpirun``/``horovodrun``/``srun`` subprocess with a time limit; its
+ranks write the usual record. A point that fails (non-zero exit, time limit, no record) gets a
+``status: failed`` record with the last lines of its stderr, and the sweep goes on. Points whose
+``ok`` record is already in the results directory (same config, same ranks) are skipped unless
+``redo``.
+
+With ``repeats`` > 1 the points run in interleaved rounds (``launches``): each launch's record
+is tagged with its round (``hvdscale.study.rounds``), so the report pairs the points of one
+round, and a rerun fills only the rounds still missing. Before each launch the host's load is
+checked (``hvdscale.records.load``) and a busy host is warned about.
 """
 
 from __future__ import annotations
@@ -17,72 +21,25 @@ import shlex
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hvdscale.config import STRATEGIES, RunConfig, check_launch, load_config, to_dict
-from hvdscale.config.strategy import NATIVE_FRAMEWORK
-from hvdscale.core import data
-from hvdscale.errors import HvdscaleError
-from hvdscale.records.experiment import same_point
-from hvdscale.records.store import append_record, check_writable, record_key
-from hvdscale.registry import FRAMEWORKS
-from hvdscale.study.sweep.hostfile import Hostfile, write_hostfile
+from hvdscale.config import to_dict
+from hvdscale.records.load import load_now
+from hvdscale.records.store import append_record, record_key
+from hvdscale.study.rounds import round_point, rounds_of
+from hvdscale.study.sweep.hostfile import write_hostfile
 from hvdscale.study.sweep.launcher import (
-    check_launcher,
     error_summary,
     launch_env,
     launcher_prefix,
-    place_ranks,
     read_out,
     run_launch,
-    split_launcher_args,
 )
-from hvdscale.study.sweep.names import parse_names
-
-
-@dataclass(frozen=True)
-class Point:
-    """One launch of the sweep: a strategy at a rank count, with its resolved config.
-
-    ``sets`` are this point's own ``--set`` overrides on top of the sweep's (e.g. a fusion
-    threshold), already applied in ``cfg``; ``name`` labels such a point.
-    """
-
-    index: int
-    strategy: str
-    ranks: int
-    cfg: RunConfig
-    sets: tuple[str, ...] = ()
-    name: str = ""
-
-    @property
-    def label(self) -> str:
-        """``"torch horovod np=2"``: framework, name or strategy, ranks."""
-        what = self.name or self.strategy
-        return f"{self.cfg.framework} {what} np={self.ranks}"
-
-
-@dataclass(frozen=True)
-class SweepSpec:
-    """Everything a sweep needs, validated by :func:`plan_sweep`."""
-
-    config: Path
-    overrides: tuple[str, ...]
-    points: tuple[Point, ...]
-    launcher: str
-    out: Path
-    hostfile: Hostfile | None = None
-    network_interfaces: str | None = None
-    launcher_args: tuple[str, ...] = ()
-    timeout_s: float = 900.0
-    redo: bool = False
-    progress_every: float | None = None
-    """Each point's ``hvdscale run --progress-every`` (its plain lines in logs/); None: run's
-    default."""
+from hvdscale.study.sweep.plan import Point, SweepSpec, matches, point_workers, recorded
 
 
 @dataclass
@@ -108,158 +65,6 @@ class SweepResult:
     def failed(self) -> list[Outcome]:
         """The outcomes that failed."""
         return [o for o in self.outcomes if o.status == "failed"]
-
-
-# --- parsing and planning (nothing launches here) -----------------------------------------
-
-@dataclass(frozen=True)
-class SweepRequest:
-    """A sweep as asked for (``hvdscale sweep``'s options), before :func:`plan_sweep` checks it."""
-
-    config: str | Path
-    """YAML run config."""
-    np: str | list[int]
-    """Rank counts, as a list or ``"1,2,4"``."""
-    strategies: str | list[str]
-    """Strategy names, as a list or ``"horovod,ps,independent"``."""
-    launcher: str = "mpirun"
-    """``mpirun``, ``horovodrun`` or ``srun``."""
-    hostfile: str | Path | None = None
-    """``HOST slots=N`` file (mpirun and horovodrun only)."""
-    out: str | Path = "results"  # results directory
-    overrides: Sequence[str] = ()
-    """``--set key=value`` strings applied to every point."""
-    network_interfaces: str | None = None
-    """NIC name(s) the ranks talk over (mpirun and horovodrun)."""
-    launcher_args: str | Sequence[str] = ()
-    """Extra launcher arguments (a shell-quoted string or a list)."""
-    timeout_s: float = 900.0  # time limit of one point
-    redo: bool = False
-    """Launch points even when an ok record exists."""
-    frameworks: str | list[str] | None = None
-    """Frameworks to run each point in (``"torch,tf"``); None: the config's."""
-    progress_every: float | None = None
-    """Seconds between the progress lines each point writes to its log."""
-
-
-def parse_np(text: str) -> list[int]:
-    """``"1,2,4"`` -> ``[1, 2, 4]`` (sorted, without repeats).
-
-    Raises:
-        HvdscaleError: an empty list or an entry that is not a positive integer.
-    """
-    items = [t.strip() for t in str(text).split(",")]
-    if not any(items):
-        raise HvdscaleError("--np needs a comma-separated list of positive rank counts, "
-                            "e.g. --np 1,2,4 (got an empty list)")
-    out = set()
-    for t in items:
-        if not t.isdigit() or int(t) < 1:
-            raise HvdscaleError(f"--np entries must be positive integers, e.g. --np 1,2,4 "
-                                f"(got {t!r} in {text!r})")
-        out.add(int(t))
-    return sorted(out)
-
-
-def parse_strategies(text: str) -> list[str]:
-    """``"horovod,ps"`` -> ``["horovod", "ps"]`` (given order, without repeats)."""
-    return parse_names(text, STRATEGIES, "--strategies", "strategy")
-
-
-def parse_frameworks(text: str) -> list[str]:
-    """``"torch,tf"`` -> ``["torch", "tf"]`` (given order, without repeats)."""
-    return parse_names(text, FRAMEWORKS, "--frameworks", "framework")
-
-
-def _joined(value: str | list[Any]) -> str:
-    """An option given as a list, as the comma-separated text its parser reads."""
-    return ",".join(map(str, value)) if isinstance(value, list) else value
-
-
-def _check_points(cfgs: Mapping[tuple[str, str], RunConfig], nps: list[int]) -> None:
-    """Refuse here what every rank would refuse at start-up, before any launch: a point that
-    cannot run is a bad plan, not a failed measurement."""
-    for (f, s), c in cfgs.items():
-        data.check_files(c.data, c.model.kind)
-        for n in nps:
-            try:
-                check_launch(c, n, mpi=True)  # every launcher here starts an MPI job
-            except HvdscaleError as e:
-                raise HvdscaleError(f"point {f} {s} np={n}: {e}") from None
-
-
-def plan_sweep(req: SweepRequest, env: Mapping[str, str] | None = None,
-               check_out: bool = True) -> SweepSpec:
-    """Check every input of a sweep and list its points; launches nothing.
-
-    Args:
-        req: the sweep as asked for.
-        env: environment to judge SLURM and PATH by (default: ``os.environ``).
-        check_out: prove the results directory writable.
-
-    Returns:
-        The validated sweep.
-
-    Raises:
-        HvdscaleError: one clear message for the first bad input.
-    """
-    env = os.environ if env is None else env
-    check_launcher(req.launcher)
-    nps = parse_np(_joined(req.np))
-    names = parse_strategies(_joined(req.strategies))
-    if not isinstance(req.timeout_s, int | float) or req.timeout_s <= 0:
-        raise HvdscaleError(f"--timeout must be a positive number of seconds "
-                            f"(got {req.timeout_s})")
-    cfg_path = Path(req.config)
-    if req.frameworks is None:
-        fws = [load_config(cfg_path, list(req.overrides)).framework]
-    else:
-        fws = parse_frameworks(_joined(req.frameworks))
-    pairs = [(f, s) for f in fws for s in names if len(fws) == 1 or NATIVE_FRAMEWORK.get(s, f) == f]
-    cfgs = {(f, s): load_config(cfg_path, [*req.overrides, f"framework={f}",
-                                           f"strategy.name={s}"])
-            for f, s in pairs}
-    hosts = place_ranks(req.launcher, max(nps), req.hostfile, env)
-    extra = split_launcher_args(req.launcher_args)
-    _check_points(cfgs, nps)
-    if check_out:
-        check_writable(req.out)
-    # Every point at one rank count, smallest first: baselines come first.
-    points = [Point(i, s, n, cfgs[f, s])
-              for i, (n, (f, s)) in enumerate(((n, fs) for n in nps for fs in pairs), 1)]
-    return SweepSpec(config=cfg_path.resolve(), overrides=tuple(req.overrides),
-                     points=tuple(points), launcher=req.launcher, out=Path(req.out).resolve(),
-                     hostfile=hosts, network_interfaces=req.network_interfaces,
-                     launcher_args=extra, timeout_s=float(req.timeout_s), redo=req.redo,
-                     progress_every=req.progress_every)
-
-
-# --- records --------------------------------------------------------------------------------
-
-def point_workers(cfg: RunConfig, ranks: int) -> int:
-    """Ranks that compute: all, except a dedicated parameter server's serve-only ranks."""
-    ps = cfg.strategy.ps
-    if cfg.strategy.name == "ps" and ps.placement == "dedicated":
-        return max(0, ranks - ps.num_servers)
-    return ranks
-
-
-def _matches(rec: dict[str, Any], point: Point) -> bool:
-    # The same experiment and series at the same ranks (hvdscale.records.experiment): a changed
-    # setting that changes the measurement (steps, batch, model) is a new point; a label
-    # (name, supervision limits) is not.
-    return same_point(rec, to_dict(point.cfg), point.ranks)
-
-
-def recorded_all(records: list[dict[str, Any]], point: Point) -> list[dict[str, Any]]:
-    """Every ok record of ``point`` among ``records``, oldest first."""
-    return [r for r in records if r.get("status") == "ok" and _matches(r, point)]
-
-
-def recorded(records: list[dict[str, Any]], point: Point) -> dict[str, Any] | None:
-    """The latest ok record of ``point`` among ``records``, or None."""
-    hits = recorded_all(records, point)
-    return hits[-1] if hits else None
 
 
 # --- launch commands ---------------------------------------------------------------------------
@@ -309,7 +114,7 @@ def run_point(spec: SweepSpec, point: Point, hostfile_path: Path | None = None) 
     rc, timed_out = run_launch(cmd, env, spec.timeout_s, out_log, err_log)
     seconds = time.monotonic() - t0
     new = read_out(spec.out)[before:]
-    rec = next((r for r in reversed(new) if r.get("status") == "ok" and _matches(r, point)),
+    rec = next((r for r in reversed(new) if r.get("status") == "ok" and matches(r, point)),
                None)
     if rec is not None:
         # The record is written after the last barrier, when every rank has finished: the
@@ -353,43 +158,96 @@ def time_left(launched: list[Outcome], remaining: list[Point]) -> float | None:
                else overall for p in remaining)
 
 
-def run_sweep(spec: SweepSpec, say: Callable[[str], None] = print) -> SweepResult:
-    """Run every point of ``spec`` in order, one progress line per point, each with the
-    sweep's estimated time left once a point has been measured."""
-    from hvdscale.core.progress import format_duration
+def launches(spec: SweepSpec) -> list[tuple[int, Point]]:
+    """(round, point) in launch order: round r launches every point once before round r+1,
+    the order rotated by one point per round (as the benches do), so no point always runs
+    first, or always right after the largest one."""
+    pts = list(spec.points)
+    out: list[tuple[int, Point]] = []
+    for r in range(spec.repeats):
+        k = r % len(pts) if pts else 0
+        out += [(r, p) for p in pts[k:] + pts[:k]]
+    return out
 
+
+def measured(records: list[dict[str, Any]], spec: SweepSpec, r: int,
+             point: Point) -> dict[str, Any] | None:
+    """The ok record of ``point`` in round ``r``, or None (always None under ``redo``).
+
+    One round: any ok record of the point, as before rounds existed. Several: the record tagged
+    with round r (``hvdscale.study.rounds``), so a rerun fills only the missing rounds and a
+    failed round stays empty instead of shifting the later ones.
+    """
+    if spec.redo:
+        return None
+    if spec.repeats == 1:
+        return recorded(records, point)
+    return rounds_of(records, point, spec.repeats)[r]
+
+
+def planned_demand(spec: SweepSpec, point: Point) -> int:
+    """Rank x threads ``point`` will run on this host (the first host of a hostfile, which
+    mpirun fills first): what ``hvdscale.records.load`` weighs the free cores against."""
+    local = min(point.ranks, spec.hostfile.hosts[0].slots) if spec.hostfile else point.ranks
+    threads = point.cfg.threads.intra_op or max(1, (os.cpu_count() or 1) // local)
+    return local * threads
+
+
+def busy_warning(spec: SweepSpec, point: Point) -> str:
+    """A warning when this host is busy right now for ``point`` (``records.load``), else ""."""
+    now = load_now(planned_demand(spec, point))
+    if not now.busy:
+        return ""
+    return (f"warning: this host is busy before the launch ({now.describe()}): the point "
+            "will read slow (the report marks it when its record shows the load); measure "
+            "on a quiet machine, or with --repeats")
+
+
+def run_sweep(spec: SweepSpec, say: Callable[[str], None] = print) -> SweepResult:
+    """Run every round of every point of ``spec`` (``launches``), one progress line per launch,
+    each with the sweep's estimated time left once a launch has been measured."""
     result = SweepResult()
-    total = len(spec.points)
-    t0 = time.monotonic()
+    plan = launches(spec)
     records = read_out(spec.out)
-    # Points to launch (the others are skipped as recorded): what the time left is made of.
-    todo = [p for p in spec.points if spec.redo or recorded(records, p) is None]
+    # Launches still to do (the others are skipped as measured): what the time left is made of.
+    todo = [k for k, (r, p) in enumerate(plan) if measured(records, spec, r, p) is None]
     launched: list[Outcome] = []
+    t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="hvdscale-sweep-") as tmp:
         hf = write_hostfile(spec.hostfile, Path(tmp) / "hostfile") if spec.hostfile else None
-        for point in spec.points:
-            head = f"[{point.index}/{total}] {point.label}"
-            done = None if spec.redo else recorded(read_out(spec.out), point)
+        for k, (r, point) in enumerate(plan):
+            rnd = f" round {r + 1}/{spec.repeats}" if spec.repeats > 1 else ""
+            head = f"[{k + 1}/{len(plan)}]{rnd} {point.label}"
+            done = measured(read_out(spec.out), spec, r, point)
             if done is not None:
                 o = Outcome(point, "skipped", 0.0, done["words_per_s"])
                 say(f"{head}: skipped, already recorded {o.words_per_s:.1f} words/s "
                     f"(--redo measures it again)")
-            else:
-                o = run_point(spec, point, hf)
-                launched.append(o)
-                elapsed = time.monotonic() - t0
-                rest = [p for p in todo if p.index > point.index]
-                left = time_left(launched, rest) if rest else None
-                when = f"elapsed {elapsed:.0f} s" + (
-                    f", sweep ~{format_duration(left)} left" if left is not None else "")
-                if o.status == "ok":
-                    say(f"{head}: ok {o.words_per_s:.1f} words/s in {o.seconds:.1f} s ({when})"
-                        f"{' ' + o.error if o.error else ''}")
-                else:
-                    say(f"{head}: FAILED after {o.seconds:.1f} s ({when}): "
-                        f"{o.error} [log: {o.log}]")
+                result.outcomes.append(o)
+                continue
+            warning = busy_warning(spec, point)
+            if warning:
+                say(f"{head}: {warning}")
+            o = run_point(spec, point if spec.repeats == 1 else round_point(point, r), hf)
+            o.point = point
+            launched.append(o)
+            rest = [plan[i][1] for i in todo if i > k]
+            say(f"{head}: {_progress(o, time.monotonic() - t0, launched, rest)}")
             result.outcomes.append(o)
     return result
+
+
+def _progress(o: Outcome, elapsed: float, launched: list[Outcome], rest: list[Point]) -> str:
+    """One launch's progress line (after its head): result, times and the sweep's time left."""
+    from hvdscale.core.progress import format_duration
+
+    left = time_left(launched, rest) if rest else None
+    when = f"elapsed {elapsed:.0f} s" + (
+        f", sweep ~{format_duration(left)} left" if left is not None else "")
+    if o.status == "ok":
+        return (f"ok {o.words_per_s:.1f} words/s in {o.seconds:.1f} s ({when})"
+                f"{' ' + o.error if o.error else ''}")
+    return f"FAILED after {o.seconds:.1f} s ({when}): {o.error} [log: {o.log}]"
 
 
 def dry_run(spec: SweepSpec, say: Callable[[str], None] = print) -> None:
