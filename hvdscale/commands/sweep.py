@@ -18,7 +18,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "the report",
         description="Launch each point with mpirun, horovodrun or srun, one progress line per "
         "point; a failed point is recorded as failed and the sweep goes on; points already "
-        "recorded (same config and ranks) are skipped unless --redo. Ends with the report.")
+        "recorded (same config and ranks) are skipped unless --redo. With --repeats N every point "
+        "runs N times in interleaved rounds, and the report shows medians, ranges and paired "
+        "ratios. A point launched on a busy host is warned about, and marked in the report. "
+        "Ends with the report.")
     common.add_config(sw)
     sw.add_argument("--np", required=True, metavar="N,N,...",
                     help="rank counts, comma-separated, e.g. 1,2,4")

@@ -30,10 +30,17 @@ from hvdscale.config import load_config
 from hvdscale.errors import HvdscaleError
 from hvdscale.study.fusion_report import analyze
 from hvdscale.study.fusion_settings import Setting, grid_settings, parse_floats, parse_overlaps
-from hvdscale.study.rounds import round_point, rounds_of
 from hvdscale.study.sweep.hostfile import write_hostfile
 from hvdscale.study.sweep.launcher import read_out
-from hvdscale.study.sweep.plan import Point, SweepRequest, SweepSpec, plan_sweep, recorded
+from hvdscale.study.sweep.plan import (
+    Point,
+    SweepRequest,
+    SweepSpec,
+    plan_sweep,
+    recorded,
+    round_point,
+    rounds_of,
+)
 from hvdscale.study.sweep.sweep import run_point
 
 DEFAULT_THRESHOLDS = "0,1,4,16,64,128"

@@ -6,26 +6,18 @@ record must keep its round even when a launch of an earlier round failed (failed
 no ok record, and the ok records of a point, read in order, would close up the gap). Each
 round's launch therefore carries its round in the config's ``name``, a label-only field
 (``hvdscale.records.experiment``): ``demo-round2`` is round 1 (0-based) of config ``demo``;
-the point's identity, and so the sweep's matching of records to points, is unchanged.
+the point's identity, and so the sweep's matching of records to points, is unchanged. A launch
+is tagged by ``hvdscale.study.sweep.plan.round_point``; this module reads the tags.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
-
-from hvdscale.study.sweep.plan import Point, recorded_all
 
 ROUND_SUFFIX = "-round"
 _TAG = re.compile(re.escape(ROUND_SUFFIX) + r"(\d+)$")
-
-
-def round_point(point: Point, r: int) -> Point:
-    """``point``'s launch in round ``r`` (0-based): its name tagged ``-round<r+1>``."""
-    name = f"{point.cfg.name}{ROUND_SUFFIX}{r + 1}"
-    return replace(point, cfg=replace(point.cfg, name=name), sets=(*point.sets, f"name={name}"))
 
 
 def round_of(rec: dict[str, Any]) -> int | None:
@@ -68,10 +60,3 @@ def words_by_round(recs: Sequence[dict[str, Any]]) -> list[float | None]:
     tags = [r for r in map(round_of, recs) if r is not None]
     n = max([len(recs), *(t + 1 for t in tags)])
     return [None if rec is None else rec["words_per_s"] for rec in by_round(recs, n)]
-
-
-def rounds_of(records: Sequence[dict[str, Any]], point: Point,
-              repeats: int) -> list[dict[str, Any] | None]:
-    """``point``'s ok record per round among ``records`` (``by_round``); any round's
-    ``round_point`` of it matches the same records."""
-    return by_round(recorded_all(list(records), point), repeats)

@@ -9,7 +9,8 @@ hvdscale.study.report.tables renders them, hvdscale.study.report.scaling_plot dr
 speedup_N = words/s with N workers / words/s with 1 worker (same experiment and series);
 efficiency = 100 * speedup_N / N. Workers are the ranks that compute: all ranks, except under a
 dedicated parameter server, whose serve-only ranks are not counted (the table says so). Repeated
-points are summarised by their median.
+points are summarised by their median and spread, speedups and ratios paired by round, and
+points measured on a busy host marked (hvdscale.study.report.noise).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from hvdscale.errors import HvdscaleError
 from hvdscale.records.experiment import same_point
 from hvdscale.records.store import check_writable
 from hvdscale.registry import FRAMEWORKS
+from hvdscale.study.rounds import ROUND_SUFFIX, by_round
 from hvdscale.study.sweep.hostfile import Hostfile
 from hvdscale.study.sweep.launcher import check_launcher, place_ranks, split_launcher_args
 from hvdscale.study.sweep.names import parse_names
@@ -224,3 +225,16 @@ def recorded(records: list[dict[str, Any]], point: Point) -> dict[str, Any] | No
     """The latest ok record of ``point`` among ``records``, or None."""
     hits = recorded_all(records, point)
     return hits[-1] if hits else None
+
+
+def round_point(point: Point, r: int) -> Point:
+    """``point``'s launch in round ``r`` (0-based): its name tagged ``-round<r+1>``."""
+    name = f"{point.cfg.name}{ROUND_SUFFIX}{r + 1}"
+    return replace(point, cfg=replace(point.cfg, name=name), sets=(*point.sets, f"name={name}"))
+
+
+def rounds_of(records: Sequence[dict[str, Any]], point: Point,
+              repeats: int) -> list[dict[str, Any] | None]:
+    """``point``'s ok record per round among ``records`` (``hvdscale.study.rounds.by_round``);
+    any round's ``round_point`` of it matches the same records."""
+    return by_round(recorded_all(list(records), point), repeats)

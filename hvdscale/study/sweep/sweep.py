@@ -30,7 +30,6 @@ from typing import Any
 from hvdscale.config import to_dict
 from hvdscale.records.load import load_now
 from hvdscale.records.store import append_record, record_key
-from hvdscale.study.rounds import round_point, rounds_of
 from hvdscale.study.sweep.hostfile import write_hostfile
 from hvdscale.study.sweep.launcher import (
     error_summary,
@@ -39,7 +38,15 @@ from hvdscale.study.sweep.launcher import (
     read_out,
     run_launch,
 )
-from hvdscale.study.sweep.plan import Point, SweepSpec, matches, point_workers, recorded
+from hvdscale.study.sweep.plan import (
+    Point,
+    SweepSpec,
+    matches,
+    point_workers,
+    recorded,
+    round_point,
+    rounds_of,
+)
 
 
 @dataclass
