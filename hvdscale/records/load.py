@@ -9,8 +9,10 @@ running, and the point needs (its ranks on that host) x (intra-op threads per ra
 the launcher, the shell), and the rule should not mark a quiet host.
 
 From a record (``record_load``): ``others`` = the 1-minute load average read on rank 0's host at
-the end of the window, less what the run's own ranks add to it (at most their demand). The load
-average trails by a minute, so a hog that started just before the window is seen only in part.
+the end of the window, less the run's own demand. A short run adds less than its demand to a
+1-minute average, so this under-counts others; it is chosen so that a sweep's back-to-back
+launches (whose load lingers into the next) never mark each other. The load average trails by a
+minute, so a hog that started just before the window is seen only in part.
 
 Before a launch (``load_now``): ``others`` = the cores busy right now, sampled over a second;
 the 1-minute load would still hold the previous point's own ranks, which have ended.

@@ -35,11 +35,14 @@ def _hog(n: int) -> list[subprocess.Popen]:
 
 def test_a_hog_beside_the_sweep_marks_its_points_and_says_so_first(tmp_path: Path) -> None:
     cores = os.cpu_count() or 1
-    hogs = _hog(cores)
+    # Two busy loops per core: the rule counts a run's own ranks at their full demand (so a
+    # sweep's back-to-back launches never mark each other), and the load beyond them must
+    # still leave less than a core free per rank, even for the 1-rank points.
+    hogs = _hog(2 * cores)
     try:
-        # The records judge by the 1-minute load: let it see the hog before the first window
-        # (a minute at most; a shared machine may be loaded already).
-        deadline = time.monotonic() + 60
+        # The records judge by the 1-minute load, which trails: let it see the hog before the
+        # first window (a shared machine may be loaded already).
+        deadline = time.monotonic() + 120
         while os.getloadavg()[0] < cores + 1 and time.monotonic() < deadline:
             time.sleep(2)
         r = subprocess.run([sys.executable, "-m", "hvdscale", "sweep", "configs/demo.yaml",

@@ -58,8 +58,8 @@ def _series(ax1: Any, ax2: Any, label: str, pts: list[Point]) -> None:
                      marker="o", capsize=3, color=color)
     for p in pts:
         if p.busy_runs:
-            ax1.scatter([p.workers], [p.words_per_s], s=160, facecolors="none",
-                        edgecolors="red", lw=1.5, zorder=3)
+            ax1.scatter([p.workers], [p.words_per_s], s=110, facecolors="none",
+                        edgecolors="red", lw=1.1, zorder=3)
 
 
 def _legend(ax: Any, ax1: Any, any_ideal: bool, any_busy: bool) -> None:
@@ -85,8 +85,8 @@ def plot_scaling(experiments: dict[str, Experiment], out_dir: Path) -> list[Path
     written = []
     for exp in sorted(experiments.values(), key=lambda e: (e.names, e.id)):
         path = out_dir / f"scaling_{_slug(exp)}.png"
-        with figure(path, 1, 3, figsize=(14, 4.4),
-                    gridspec_kw={"width_ratios": [1, 1, 0.5]}) as (fig, (ax1, ax2, ax3)):
+        with figure(path, 1, 3, figsize=(13, 4.4),
+                    gridspec_kw={"width_ratios": [1, 1, 0.42]}) as (fig, (ax1, ax2, ax3)):
             for label, pts in sorted(exp.series.items()):
                 _series(ax1, ax2, label, pts)
             ax1.set(xlabel="workers (ranks computing)", ylabel="words/s",

@@ -258,8 +258,10 @@ def _progress(o: Outcome, elapsed: float, launched: list[Outcome], rest: list[Po
 
 
 def dry_run(spec: SweepSpec, say: Callable[[str], None] = print) -> None:
-    """Print each point's launch command; launch nothing."""
+    """Print each launch's command (every round's, in launch order); launch nothing."""
     hf = spec.hostfile.path if spec.hostfile else None  # the launch uses a clean copy of it
-    for point in spec.points:
-        say(f"[{point.index}/{len(spec.points)}] {point.label}: "
-            f"{shlex.join(launch_command(spec, point, hf))}")
+    plan = launches(spec)
+    for k, (r, point) in enumerate(plan, 1):
+        rnd = f" round {r + 1}/{spec.repeats}" if spec.repeats > 1 else ""
+        launch = point if spec.repeats == 1 else round_point(point, r)
+        say(f"[{k}/{len(plan)}]{rnd} {point.label}: {shlex.join(launch_command(spec, launch, hf))}")
