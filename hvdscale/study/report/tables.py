@@ -117,7 +117,7 @@ def markdown(experiments: dict[str, Experiment]) -> str:
             span = (f"run {epochs} epoch{'s' if epochs != 1 else ''}" if epochs
                     else f"process {pts[0].steps} batches")
             buf.write(f"|Ranks|Workers|Batch per rank|Global batch|Total time to {span} (s)|"
-                      "Processing speed (words/s, median)|words/s min-max|words/s 1.4826 MAD|"
+                      "Processing speed (words/s)|words/s min-max|words/s 1.4826 MAD|"
                       "Speedup ratio [paired range]|Efficiency (%)|Step jitter (ms)|Runs|Host|\n")
             buf.write("|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|\n")
             for p in pts:
