@@ -35,30 +35,31 @@ def _efficiency_range(p: Point) -> tuple[float, float]:
     return 100 * s["min"] / p.workers, 100 * s["max"] / p.workers
 
 
-def _series(ax1: Any, ax2: Any, label: str, pts: list[Point]) -> None:
-    """One series on both panels: medians, spread, ideal line, busy rings."""
-    xs = [p.workers for p in pts]
+def _series(ax1: Any, ax2: Any, label: str, pts: list[Point], dx: float = 0.0) -> None:
+    """One series on both panels: medians, spread, ideal line, busy rings; its markers and bars
+    shifted by ``dx`` workers so the series at one worker count do not cover each other."""
+    xs = [p.workers + dx for p in pts]
     mid = [p.words_per_s for p in pts]
     line = ax1.errorbar(xs, mid, yerr=_bars(mid, [p.wps_min for p in pts],
                                              [p.wps_max for p in pts]),
                         marker="o", capsize=3, label=label).lines[0]
     color = line.get_color()
-    runs = [(p.workers, w) for p in pts for w in p.runs]
+    runs = [(p.workers + dx, w) for p in pts for w in p.runs]
     ax1.scatter([x for x, _ in runs], [w for _, w in runs], s=12, color=color, alpha=0.3,
                 zorder=1)
     base = next((p for p in pts if p.workers == 1), None)
     if base is not None:
-        ideal_x = sorted({1, *xs})
+        ideal_x = sorted({1, *(p.workers for p in pts)})
         ax1.plot(ideal_x, [base.words_per_s * x for x in ideal_x], ls="--", lw=1,
                  color=color, alpha=0.6)
         eff = [p for p in pts if p.efficiency is not None]
         em = [p.efficiency for p in eff]
         lo, hi = zip(*map(_efficiency_range, eff), strict=True) if eff else ((), ())
-        ax2.errorbar([p.workers for p in eff], em, yerr=_bars(em, list(lo), list(hi)),
+        ax2.errorbar([p.workers + dx for p in eff], em, yerr=_bars(em, list(lo), list(hi)),
                      marker="o", capsize=3, color=color)
     for p in pts:
         if p.busy_runs:
-            ax1.scatter([p.workers], [p.words_per_s], s=110, facecolors="none",
+            ax1.scatter([p.workers + dx], [p.words_per_s], s=110, facecolors="none",
                         edgecolors="red", lw=1.1, zorder=3)
 
 
@@ -87,8 +88,9 @@ def plot_scaling(experiments: dict[str, Experiment], out_dir: Path) -> list[Path
         path = out_dir / f"scaling_{_slug(exp)}.png"
         with figure(path, 1, 3, figsize=(13, 4.4),
                     gridspec_kw={"width_ratios": [1, 1, 0.42]}) as (fig, (ax1, ax2, ax3)):
-            for label, pts in sorted(exp.series.items()):
-                _series(ax1, ax2, label, pts)
+            series = sorted(exp.series.items())
+            for i, (label, pts) in enumerate(series):
+                _series(ax1, ax2, label, pts, dx=0.03 * (i - (len(series) - 1) / 2))
             ax1.set(xlabel="workers (ranks computing)", ylabel="words/s",
                     title="Throughput (dashed: linear scaling)")
             ax2.axhline(100, color="grey", lw=1, ls=":")
