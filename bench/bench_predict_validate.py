@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hvdscale.records.store import read_records  # noqa: E402
-from hvdscale.study.decompose import baseline, per_step  # noqa: E402
 from hvdscale.study.predict.ownfit import fit_records  # noqa: E402
+from hvdscale.study.report.decompose import baseline, per_step  # noqa: E402
 
 CONFIGS = ("configs/demo.yaml", "configs/commheavy_torch.yaml")
 STRATEGIES = "horovod,ps,independent"

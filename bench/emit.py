@@ -23,7 +23,6 @@ import json
 import math
 import os
 import re
-import statistics
 from pathlib import Path
 from typing import Any
 
@@ -112,11 +111,12 @@ def emit(result: dict[str, Any], json_path: str = "") -> dict[str, Any]:
 
 
 def paired(a: list[float], b: list[float]) -> dict[str, float] | None:
-    """Per-round ratios a / b of two variants measured in the same rounds: median, min, max, n."""
-    r = [x / y for x, y in zip(a, b, strict=False) if y]
-    if not r:
-        return None
-    return {"median": statistics.median(r), "min": min(r), "max": max(r), "n": len(r)}
+    """Per-round ratios a / b of two variants measured in the same rounds: median, min, max, n
+    (``hvdscale.study.recommend``'s paired summary, the one place the project pairs rounds)."""
+    from hvdscale.study.recommend import paired_summary
+
+    s = paired_summary(a, b)
+    return None if s is None else {k: s[k] for k in ("median", "min", "max", "n")}
 
 
 def words_per_s(runs: list[dict[str, Any]]) -> list[float]:

@@ -96,7 +96,7 @@ def handle(args: argparse.Namespace) -> int:
 def _handle_ddp(args: argparse.Namespace) -> int:
     """``--strategy ddp``: the bucket-size sweep (``hvdscale.study.fusion_ddp``)."""
     from hvdscale.study import fusion_ddp
-    from hvdscale.study.sweep import SweepRequest
+    from hvdscale.study.sweep.plan import SweepRequest
 
     req = SweepRequest(args.config, [args.np], ["ddp"], launcher=args.launcher,
                        hostfile=args.hostfile, out=args.out, overrides=args.set,

@@ -18,7 +18,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def handle(args: argparse.Namespace) -> int:
     """Parse the hostfile, check the ranks fit, print one line."""
-    from hvdscale.study.hostfile import parse_hostfile
+    from hvdscale.study.sweep.hostfile import parse_hostfile
 
     hosts = parse_hostfile(args.hostfile)
     if args.np is not None:

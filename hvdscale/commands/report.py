@@ -21,7 +21,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def handle(args: argparse.Namespace) -> int:
     """Write report.md/report.csv (and plots) and print the tables."""
-    from hvdscale.study.report import write_report
+    from hvdscale.study.report.report import write_report
 
     print(write_report(args.results, args.out, plot=args.plot), end="")
     return 0

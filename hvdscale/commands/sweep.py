@@ -18,7 +18,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "the report",
         description="Launch each point with mpirun, horovodrun or srun, one progress line per "
         "point; a failed point is recorded as failed and the sweep goes on; points already "
-        "recorded (same config and ranks) are skipped unless --redo. Ends with the report.")
+        "recorded (same config and ranks) are skipped unless --redo. With --repeats N every point "
+        "runs N times in interleaved rounds, and the report shows medians, ranges and paired "
+        "ratios. A point launched on a busy host is warned about, and marked in the report. "
+        "Ends with the report.")
     common.add_config(sw)
     sw.add_argument("--np", required=True, metavar="N,N,...",
                     help="rank counts, comma-separated, e.g. 1,2,4")
@@ -35,6 +38,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     common.add_set(sw, common.FOR_EVERY_POINT)
     common.add_out(sw)
     common.add_timeout(sw)
+    sw.add_argument("--repeats", type=int, default=1, metavar="N",
+                    help="interleaved rounds of every point (round 1 of all, then round 2, "
+                    "order rotated); the report shows medians, ranges and paired ratios; "
+                    "a rerun fills only missing rounds (default: 1)")
     sw.add_argument("--redo", action="store_true",
                     help="measure points again even when already recorded")
     sw.add_argument("--progress-every", type=common.seconds, default=None, metavar="S",
@@ -51,14 +58,15 @@ def handle(args: argparse.Namespace) -> int:
 
     Returns 0 when every point is recorded ok, 1 when some point failed (after the report).
     """
-    from hvdscale.study import sweep
-    from hvdscale.study.report import write_report
+    from hvdscale.study.report.report import write_report
+    from hvdscale.study.sweep import plan, sweep
 
-    spec = sweep.plan_sweep(sweep.SweepRequest(
+    spec = plan.plan_sweep(plan.SweepRequest(
         args.config, args.np, args.strategies, launcher=args.launcher, hostfile=args.hostfile,
         out=args.out, overrides=args.set, network_interfaces=args.network_interfaces,
         launcher_args=args.launcher_args, timeout_s=args.timeout, redo=args.redo,
-        frameworks=args.frameworks, progress_every=args.progress_every),
+        frameworks=args.frameworks, progress_every=args.progress_every,
+        repeats=args.repeats),
         check_out=not args.dry_run)
     say = functools.partial(print, flush=True)
     if args.dry_run:
@@ -66,8 +74,9 @@ def handle(args: argparse.Namespace) -> int:
         return 0
     where = f" on {spec.hostfile.describe()}" if spec.hostfile else ""
     fws = f"{args.frameworks} x " if args.frameworks else ""
+    rounds = f" x {spec.repeats} interleaved rounds" if spec.repeats > 1 else ""
     say(f"hvdscale sweep: {len(spec.points)} points ({args.np} ranks x {fws}"
-        f"{args.strategies}) with {spec.launcher}{where} into {spec.out}")
+        f"{args.strategies}){rounds} with {spec.launcher}{where} into {spec.out}")
     try:
         result = sweep.run_sweep(spec, say)
     except KeyboardInterrupt:

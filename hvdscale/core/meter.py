@@ -137,7 +137,7 @@ def idle_times(ranks: list[dict], synchronous: bool = True) -> dict:
 
 def rank_times(ranks: list[dict]) -> list[dict]:
     """Per computing rank: words, window, measured steps and the sums of its step and compute
-    times (what ``hvdscale.study.breakdown`` splits a point's loss of efficiency with)."""
+    times (what ``hvdscale.study.report.breakdown`` splits a point's loss of efficiency with)."""
     return [{"rank": r["rank"], "words": int(r["words"]), "window_s": float(r["window_s"]),
              "steps": len(r["step_times"]), "step_s": float(np.sum(r["step_times"])),
              "compute_s": float(np.sum(r["compute_times"]))} for r in ranks]

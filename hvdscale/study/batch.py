@@ -43,14 +43,15 @@ def run_batch_sweep(config: str, batches: list[int], overrides: list[str] | None
     """
     from hvdscale.core.threads import resolve_threads
     from hvdscale.records.provenance import git_revision, versions
-    from hvdscale.study import gemm, sweep
+    from hvdscale.study import gemm
+    from hvdscale.study.sweep import plan, sweep
 
     overrides = list(overrides or [])
     cfg = load_config(config, overrides)
     started = datetime.now(UTC).isoformat(timespec="seconds")
     load_before = os.getloadavg()
     # Every point is planned (so checked) before the first launch.
-    specs = [sweep.plan_sweep(sweep.SweepRequest(
+    specs = [plan.plan_sweep(plan.SweepRequest(
         config, [1], [STRATEGY], launcher=launcher, out=out,
         overrides=[*overrides, f"data.batch_size={b}", f"name={cfg.name}-batch{b}"],
         timeout_s=timeout_s, redo=redo)) for b in batches]

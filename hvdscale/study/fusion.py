@@ -1,13 +1,14 @@
 """``hvdscale fusion``: which Horovod settings make this config fastest here, and by how much.
 
 Every (fusion threshold, cycle time, overlap mode) point is one launch through the sweep's
-machinery (``hvdscale.study.sweep``: same launchers, logs, time limit, failed-point records, skip of
-what is recorded). Repeats are interleaved: round r launches every point once before round r+1
-starts, so slow phases of a shared machine hit all points alike, and ratios are taken per round
-(paired); each launch's record is tagged with its round (``hvdscale.study.rounds``), so a
-failed launch leaves its round empty instead of shifting the later ones. Horovod's defaults
-(128 MiB, 1 ms, hooks: verified in 0.28.1's ``horovod/common/operations.cc``), fusion off and,
-optionally, Horovod's autotuner's choice and independent replicas are measured the same way.
+machinery (``hvdscale.study.sweep.sweep``: same launchers, logs, time limit, failed-point
+records, skip of what is recorded). Repeats are interleaved: round r launches every point once
+before round r+1 starts, so slow phases of a shared machine hit all points alike, and ratios
+are taken per round (paired); each launch's record is tagged with its round
+(``hvdscale.study.rounds``), so a failed launch leaves its round empty instead of shifting the
+later ones. Horovod's defaults (128 MiB, 1 ms, hooks: verified in 0.28.1's
+``horovod/common/operations.cc``), fusion off and, optionally, Horovod's autotuner's choice and
+independent replicas are measured the same way.
 Each launch also captures a few steps of Horovod's timeline after its measured window,
 summarised per point (allreduce time, fused buffers).
 
@@ -29,17 +30,18 @@ from hvdscale.config import load_config
 from hvdscale.errors import HvdscaleError
 from hvdscale.study.fusion_report import analyze
 from hvdscale.study.fusion_settings import Setting, grid_settings, parse_floats, parse_overlaps
-from hvdscale.study.hostfile import write_hostfile
-from hvdscale.study.launcher import read_out
-from hvdscale.study.rounds import round_point, rounds_of
-from hvdscale.study.sweep import (
+from hvdscale.study.sweep.hostfile import write_hostfile
+from hvdscale.study.sweep.launcher import read_out
+from hvdscale.study.sweep.plan import (
     Point,
     SweepRequest,
     SweepSpec,
     plan_sweep,
     recorded,
-    run_point,
+    round_point,
+    rounds_of,
 )
+from hvdscale.study.sweep.sweep import run_point
 
 DEFAULT_THRESHOLDS = "0,1,4,16,64,128"
 DEFAULT_CYCLES = "0.5,1,2,5,10"

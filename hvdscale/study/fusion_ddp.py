@@ -23,11 +23,18 @@ from hvdscale.config import DDPConfig, load_config
 from hvdscale.errors import HvdscaleError
 from hvdscale.study.fusion_report import paired, words_per_round
 from hvdscale.study.fusion_settings import parse_floats
-from hvdscale.study.hostfile import write_hostfile
-from hvdscale.study.launcher import read_out
 from hvdscale.study.recommend import recommend
-from hvdscale.study.rounds import round_point, rounds_of
-from hvdscale.study.sweep import Point, SweepRequest, SweepSpec, plan_sweep, run_point
+from hvdscale.study.sweep.hostfile import write_hostfile
+from hvdscale.study.sweep.launcher import read_out
+from hvdscale.study.sweep.plan import (
+    Point,
+    SweepRequest,
+    SweepSpec,
+    plan_sweep,
+    round_point,
+    rounds_of,
+)
+from hvdscale.study.sweep.sweep import run_point
 
 DEFAULT_BUCKETS = "1,5,25,100"
 DDP_DEFAULT_MB = DDPConfig().bucket_cap_mb

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from hvdscale.config import OVERLAP_MODES
 from hvdscale.errors import HvdscaleError
-from hvdscale.study.names import parse_names
+from hvdscale.study.sweep.names import parse_names
 
 HOROVOD_DEFAULT = (128.0, 1.0, "hooks")
 """Horovod 0.28.1's defaults: 128 MiB fusion threshold, 1 ms cycle, allreduce from hooks."""

@@ -44,8 +44,8 @@ from hvdscale.study.gemm_findings import (
     result_label,
     slower_with_larger_batch,
 )
-from hvdscale.study.names import parse_names
 from hvdscale.study.plotting import figure
+from hvdscale.study.sweep.names import parse_names
 
 VARIANTS = ("NN", "TN", "NT")
 DEFAULT_HIDDEN = "512,1024"

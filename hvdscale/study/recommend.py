@@ -40,6 +40,37 @@ def ratio_summary(ratios: Sequence[float]) -> dict[str, Any] | None:
             "consistent": len(ratios) >= 2 and (min(ratios) > 1 or max(ratios) < 1)}
 
 
+WITHIN_NOISE = "within the noise"
+"""What a paired ratio whose rounds straddle 1.0 says instead of naming a winner."""
+
+
+def paired_summary(a: Sequence[float | None],
+                   b: Sequence[float | None]) -> dict[str, Any] | None:
+    """``ratio_summary`` of a's words/s over b's, round by round (``paired_ratios``)."""
+    return ratio_summary(paired_ratios(a, b))
+
+
+def within_noise(s: dict[str, Any]) -> bool:
+    """Whether a ``ratio_summary``'s rounds (two at least) straddle 1.0: no winner."""
+    return s["n"] >= 2 and s["min"] <= 1.0 <= s["max"]
+
+
+def compare(a: str, b: str, s: dict[str, Any] | None) -> str:
+    """One phrase on the paired ratio ``s`` of ``a`` over ``b``: which is faster in every
+    round, or that the difference is within the noise (the rounds straddle 1.0, or one round
+    shows no spread)."""
+    if s is None:
+        return "no paired rounds"
+    spread = f"x{s['median']:.3f}, rounds {s['min']:.3f}-{s['max']:.3f}, n={s['n']}"
+    if s["n"] < 2:
+        return f"one paired round shows no spread (x{s['median']:.3f}): --repeats to tell"
+    if within_noise(s):
+        return f"{WITHIN_NOISE} ({spread})"
+    if s["min"] > 1.0:
+        return f"{a} faster than {b} in every round ({spread})"
+    return f"{b} faster than {a} in every round ({spread})"
+
+
 def recommend(rounds: Mapping[str, Sequence[float | None]], reference: str,
               min_rounds: int = 2) -> dict[str, Any]:
     """Pick the setting with the best median paired ratio over ``reference``.

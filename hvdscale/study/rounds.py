@@ -1,36 +1,34 @@
-"""Which interleaved round a study's record measured (``hvdscale fusion``, its DDP analogue).
+"""Which interleaved round a study's record measured (``hvdscale sweep --repeats``,
+``hvdscale fusion``, its DDP analogue).
 
 Paired ratios divide one setting's words/s by the reference's of the SAME round, so every
 record must keep its round even when a launch of an earlier round failed (failed launches leave
 no ok record, and the ok records of a point, read in order, would close up the gap). Each
 round's launch therefore carries its round in the config's ``name``, a label-only field
 (``hvdscale.records.experiment``): ``demo-round2`` is round 1 (0-based) of config ``demo``;
-the point's identity, and so the sweep's matching of records to points, is unchanged.
+the point's identity, and so the sweep's matching of records to points, is unchanged. A launch
+is tagged by ``hvdscale.study.sweep.plan.round_point``; this module reads the tags.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
-
-from hvdscale.study.sweep import Point, recorded_all
 
 ROUND_SUFFIX = "-round"
 _TAG = re.compile(re.escape(ROUND_SUFFIX) + r"(\d+)$")
-
-
-def round_point(point: Point, r: int) -> Point:
-    """``point``'s launch in round ``r`` (0-based): its name tagged ``-round<r+1>``."""
-    name = f"{point.cfg.name}{ROUND_SUFFIX}{r + 1}"
-    return replace(point, cfg=replace(point.cfg, name=name), sets=(*point.sets, f"name={name}"))
 
 
 def round_of(rec: dict[str, Any]) -> int | None:
     """The 0-based round a record's name is tagged with; None for an untagged record."""
     m = _TAG.search(str(rec.get("name") or ""))
     return int(m.group(1)) - 1 if m else None
+
+
+def untagged(name: str) -> str:
+    """A config name without its round tag: ``demo-round2`` -> ``demo``."""
+    return _TAG.sub("", name)
 
 
 def by_round(recs: Sequence[dict[str, Any]], repeats: int) -> list[dict[str, Any] | None]:
@@ -56,8 +54,9 @@ def by_round(recs: Sequence[dict[str, Any]], repeats: int) -> list[dict[str, Any
     return out
 
 
-def rounds_of(records: Sequence[dict[str, Any]], point: Point,
-              repeats: int) -> list[dict[str, Any] | None]:
-    """``point``'s ok record per round among ``records`` (``by_round``); any round's
-    ``round_point`` of it matches the same records."""
-    return by_round(recorded_all(list(records), point), repeats)
+def words_by_round(recs: Sequence[dict[str, Any]]) -> list[float | None]:
+    """One point's words/s per round (``by_round`` over as many rounds as its records tag or
+    hold): what paired ratios (``hvdscale.study.recommend``) divide round by round."""
+    tags = [r for r in map(round_of, recs) if r is not None]
+    n = max([len(recs), *(t + 1 for t in tags)])
+    return [None if rec is None else rec["words_per_s"] for rec in by_round(recs, n)]

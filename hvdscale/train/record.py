@@ -63,6 +63,8 @@ def build_record(ctx: RunContext, strategy: Strategy, adapter: Adapter, data: Ru
         "horovod_env": ctx.horovod["env"],
         "horovod_used": ctx.horovod["used"],
         "loadavg": list(os.getloadavg()),
+        # The host's cores beside its load: hvdscale.records.load tells a busy host from both.
+        "host_cores": os.cpu_count(),
         "versions": versions(),
         "git": git_revision(),
         "strategy": strategy.info(),

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from hvdscale.records.store import read_records
-from hvdscale.study import breakdown
-from hvdscale.study.points import collect
+from hvdscale.study.report import breakdown
+from hvdscale.study.report.points import collect
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",

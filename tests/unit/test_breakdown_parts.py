@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hvdscale.study import breakdown, decompose
+from hvdscale.study.report import breakdown, decompose
 
 STEPS, WORDS = 10, 1000
 C1, G1 = 1e-3, 0.02  # 1-worker compute per word, non-compute seconds per step

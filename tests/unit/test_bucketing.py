@@ -23,8 +23,8 @@ from hvdscale.core.batching import (
 from hvdscale.core.data import load_corpus
 from hvdscale.core.meter import StepMeter, idle_times, summarize
 from hvdscale.errors import ConfigError, HvdscaleError
-from hvdscale.study.points import collect
-from hvdscale.study.tables import markdown
+from hvdscale.study.report.points import collect
+from hvdscale.study.report.tables import markdown
 
 BASE = ["data.synthetic.sentences_per_rank=300", "data.synthetic.max_len=60",
         "data.synthetic.mean_len=12", "data.batch_size=16", "data.bucketing.enabled=true"]

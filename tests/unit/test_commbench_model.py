@@ -105,7 +105,7 @@ def test_units_and_ranks() -> None:
 def test_summary_holds_per_rank_times_and_breakdown_sums_exactly() -> None:
     """meter.summarize's rank_times, split by breakdown.split_loss on hand-made timings."""
     from hvdscale.core.meter import summarize
-    from hvdscale.study.breakdown import PARTS, split_loss
+    from hvdscale.study.report.breakdown import PARTS, split_loss
 
     def rank(r: int, steps: list[float], compute: list[float], words: int, window: float) -> dict:
         return {"rank": r, "words": words, "loss_tokens": 0, "padded_tokens": words,

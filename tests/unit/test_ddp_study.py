@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from hvdscale.study import fusion_ddp
-from hvdscale.study.native_tables import horovod_vs_native
-from hvdscale.study.points import Point
+from hvdscale.study.report.native_tables import horovod_vs_native
+from hvdscale.study.report.points import Point
 
 
 def _recs(*wps: float) -> list[dict]:

@@ -10,9 +10,9 @@ import pytest
 
 from hvdscale.config import load_config, to_dict
 from hvdscale.records.store import append_record, read_records, record_key
-from hvdscale.study.points import collect
-from hvdscale.study.report import open_failures, write_report
-from hvdscale.study.sweep import SweepRequest, plan_sweep, recorded
+from hvdscale.study.report.points import collect
+from hvdscale.study.report.report import open_failures, write_report
+from hvdscale.study.sweep.plan import SweepRequest, plan_sweep, recorded
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,8 +62,8 @@ def test_runs_of_different_batch_sizes_never_merge(tmp_path: Path) -> None:
     rows = [ln for ln in md.splitlines() if ln.startswith("|2|2|")]
     assert len(rows) == 2, md
     assert {r.split("|")[6] for r in rows} == {"190.0", "60.0"}
-    assert {r.split("|")[7] for r in rows} == {"1.90", "1.50"}
-    assert all(r.split("|")[10] == "1" for r in rows)
+    assert {r.split("|")[9] for r in rows} == {"1.90", "1.50"}
+    assert all(r.split("|")[12] == "1" for r in rows)
     assert len((tmp_path / "report.csv").read_text().splitlines()) == 1 + 4
 
 

@@ -15,10 +15,10 @@ from hvdscale.records.store import append_record
 from hvdscale.study import fusion, fusion_ddp
 from hvdscale.study.fusion_report import analyze, markdown
 from hvdscale.study.fusion_settings import Setting
-from hvdscale.study.launcher import read_out
 from hvdscale.study.recommend import NO_WINNER, paired_ratios, recommend
-from hvdscale.study.rounds import by_round, round_point, rounds_of
-from hvdscale.study.sweep import Point
+from hvdscale.study.rounds import by_round
+from hvdscale.study.sweep.launcher import read_out
+from hvdscale.study.sweep.plan import Point, round_point, rounds_of
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from hvdscale.errors import HvdscaleError
-from hvdscale.study.hostfile import parse_hostfile, write_hostfile
+from hvdscale.study.sweep.hostfile import parse_hostfile, write_hostfile
 
 ROOT = Path(__file__).resolve().parents[2]
 

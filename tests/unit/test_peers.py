@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from hvdscale.core import peers
-from hvdscale.study.launcher import error_summary
+from hvdscale.study.sweep.launcher import error_summary
 
 
 def _state(phase: str, waiting: bool, for_s: float = 7.0) -> dict[str, Any]:

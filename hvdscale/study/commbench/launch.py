@@ -88,7 +88,7 @@ def _checked(spec: CommbenchSpec) -> tuple[list[int], list[str]]:
 
 def _launch(kind: str, spec: CommbenchSpec, transports: list[str], sizes: list[int], out: Path,
             hostfile_path: Path | None) -> dict:
-    from hvdscale.study.launcher import error_summary, launch_env, launcher_prefix, run_launch
+    from hvdscale.study.sweep.launcher import error_summary, launch_env, launcher_prefix, run_launch
 
     gloo = kind == "gloo"
     n = spec.np_ranks
@@ -134,7 +134,7 @@ def run_commbench(spec: CommbenchSpec, out: str | Path = ".", hostfile: str | Pa
     """
     from hvdscale.records.provenance import git_revision, versions
     from hvdscale.records.store import check_writable
-    from hvdscale.study.hostfile import parse_hostfile, write_hostfile
+    from hvdscale.study.sweep.hostfile import parse_hostfile, write_hostfile
 
     size_list, names = _checked(spec)
     hosts = parse_hostfile(hostfile) if hostfile else None

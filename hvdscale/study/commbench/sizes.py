@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from hvdscale.errors import HvdscaleError
-from hvdscale.study.names import parse_names
+from hvdscale.study.sweep.names import parse_names
 
 TRANSPORTS = ("horovod-mpi", "horovod-gloo", "mpi4py", "ps")
 MPI_TRANSPORTS = ("mpi4py", "ps", "horovod-mpi")  # in the order one mpirun job runs them

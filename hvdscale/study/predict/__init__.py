@@ -7,7 +7,7 @@ a latency and a bandwidth). ``cost`` holds the communication costs, ``forecast``
 per strategy and rank count and the validation against records, ``output`` the tables, plot and
 JSON, ``run`` the command from its options. Fitted to measured points: ``families`` (the cost
 formulas and which strategy takes which), ``fit`` (least squares, held-out error, the choice),
-``ownfit`` (one's own records, via ``hvdscale.study.decompose``), ``tables`` and ``backtest``
+``ownfit`` (one's own records, via ``hvdscale.study.report.decompose``), ``tables`` and ``backtest``
 (the public scaling tables under ``tables/``), ``fitoutput`` (its tables and plot).
 """
 

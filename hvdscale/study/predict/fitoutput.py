@@ -22,7 +22,7 @@ def render_fit(result: dict[str, Any]) -> str:
              f"- Gradient bytes per rank per step (S): {f['bytes_per_step'] / 2**20:.2f} MB; "
              f"PS servers (k, from the ps records): {f['servers'] or '-'}",
              "- step(n) = compute(n) + exposed communication(n) + straggler idle(n) + g1, split "
-             "as the report's breakdown splits it (hvdscale.study.decompose)",
+             "as the report's breakdown splits it (hvdscale.study.report.decompose)",
              "- Interval: 95 % prediction interval of one new run (Student t on each fit's "
              "degrees of freedom: the parameters' uncertainty plus the repeats' scatter); it "
              "does not cover a change of regime past the measured n. The back-test on the "

@@ -1,7 +1,7 @@
 """``predict --fit``: fit the step-time model to one's own recorded points, per strategy.
 
 step(n) = compute(n) + exposed communication(n) + straggler idle(n) + g1, each measured per
-point by ``hvdscale.study.decompose`` (the report's breakdown uses the same split):
+point by ``hvdscale.study.report.decompose`` (the report's breakdown uses the same split):
 
 - compute(n): the 1-worker compute times the independent replicas' slowdown (compute per word
   at n over their own at 1) at the same n where recorded (contention without communication),
@@ -28,9 +28,9 @@ import numpy as np
 
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.experiment import experiment_id, series_label, series_of
-from hvdscale.study.decompose import baseline, per_step
 from hvdscale.study.predict.families import FAMILIES, OVERLAPPED, families_for
 from hvdscale.study.predict.fit import Fit, choose, fit_family
+from hvdscale.study.report.decompose import baseline, per_step
 
 
 def overlapped(config: dict) -> bool:

@@ -4,8 +4,8 @@ For a point with W workers, window T and words summed over the workers, linear s
 the 1-worker run of the same config (words/s w1, the median of its runs, as the report's
 speedup) would have taken T_lin = words / (W w1). The loss of efficiency is (T - T_lin) / T,
 exactly 100 minus the point's efficiency. Averaged over the workers, T - T_lin is the mean over
-ranks r of T - words_r / w1, which splits per rank into (``hvdscale.study.decompose``, the one
-decomposition the fitted prediction uses too):
+ranks r of T - words_r / w1, which splits per rank into
+(``hvdscale.study.report.decompose``, the one decomposition the fitted prediction uses too):
 
 - compute slowdown: compute_r - words_r x c1, the rank's forward+backward time above what the
   1-worker run spent per word (c1): contention for cores and memory, smaller GEMMs;
@@ -29,7 +29,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hvdscale.study.decompose import PARTS, split_loss
+from hvdscale.records.load import record_load
+from hvdscale.study.report.decompose import PARTS, split_loss
+from hvdscale.study.report.noise import BUSY
+from hvdscale.study.rounds import untagged
 
 PART_LABELS = {"compute_slowdown": "compute slowdown", "exposed_comm": "exposed communication",
                "straggler_idle": "straggler idle", "rest": "rest"}
@@ -52,7 +55,9 @@ def breakdowns(records: list[dict]) -> list[dict[str, Any]]:
     ok = [r for r in records if r.get("status") == "ok"]
     groups: dict[tuple[str, int], list[dict]] = {}
     for r in ok:
-        groups.setdefault((repr(r.get("config")), r["workers"]), []).append(r)
+        # The rounds of one point (``hvdscale.study.rounds`` tags the name) are one group.
+        cfg = {**r.get("config", {}), "name": untagged(str(r.get("config", {}).get("name")))}
+        groups.setdefault((repr(cfg), r["workers"]), []).append(r)
     out = []
     for (cfg, workers), recs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         if workers <= 1:
@@ -60,11 +65,12 @@ def breakdowns(records: list[dict]) -> list[dict[str, Any]]:
         recs = sorted(recs, key=lambda r: r["words_per_s"])
         rec = recs[(len(recs) - 1) // 2]
         base = groups.get((cfg, 1), [])
-        row: dict[str, Any] = {"name": rec["key"]["name"], "model": rec["key"]["model"],
+        row: dict[str, Any] = {"name": untagged(rec["key"]["name"]), "model": rec["key"]["model"],
                                "framework": rec["key"].get("framework", "torch"),
                                "rnn_impl": rec["key"]["rnn_impl"],
                                "scaling": rec["key"]["scaling"], "strategy": _label(rec),
-                               "ranks": rec["ranks"], "workers": workers}
+                               "ranks": rec["ranks"], "workers": workers,
+                               "busy": bool((load := record_load(rec)) and load.busy)}
         if not base:
             row["note"] = "no 1-worker run of this config"
         elif "rank_times" not in rec or any("rank_times" not in r for r in base):
@@ -94,7 +100,7 @@ def section(records: list[dict]) -> str:
              "|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|"]
     for r in rows:
         head = (f"|{r['name']} ({r['model']}/{r['framework']}/{r['rnn_impl']}, "
-                f"{r['scaling']})|{r['strategy']}|"
+                f"{r['scaling']})|{r['strategy']}{BUSY if r['busy'] else ''}|"
                 f"{r['ranks']}|{r['workers']}|")
         if "note" in r:
             lines.append(head + f"|||||||{r['note']}|")

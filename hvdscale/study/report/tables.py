@@ -15,8 +15,18 @@ import io
 import json
 
 from hvdscale.records.experiment import experiment_id, series_label
-from hvdscale.study.native_tables import horovod_vs_native
-from hvdscale.study.points import Experiment, Point
+from hvdscale.study.report.native_tables import horovod_vs_native
+from hvdscale.study.report.noise import (
+    busy_line,
+    comparisons,
+    host_cell,
+    mark,
+    range_cells,
+    ratio_cell,
+    speedup_cell,
+    wps_cell,
+)
+from hvdscale.study.report.points import Experiment, Point
 
 STRATEGY_ORDER = {"independent": 0, "horovod": 1, "ddp": 2, "mwms": 2, "ps": 3}
 MODE_LABELS = {"aligned": " (ranks aligned on one bucket per step)",
@@ -87,6 +97,7 @@ def markdown(experiments: dict[str, Experiment]) -> str:
     series side by side and the padding and idle figures."""
     buf = io.StringIO()
     buf.write("# hvdscale scaling report\n\n")
+    buf.write(busy_line(experiments))
     if len(experiments) > 1:
         buf.write(f"{len(experiments)} different experiments are recorded here; each has its own "
                   "tables, and no figure mixes records of two of them.\n\n")
@@ -106,19 +117,21 @@ def markdown(experiments: dict[str, Experiment]) -> str:
             span = (f"run {epochs} epoch{'s' if epochs != 1 else ''}" if epochs
                     else f"process {pts[0].steps} batches")
             buf.write(f"|Ranks|Workers|Batch per rank|Global batch|Total time to {span} (s)|"
-                      "Processing speed (words/s)|Speedup ratio|Efficiency (%)|Step jitter (ms)|"
-                      "Runs|\n")
-            buf.write("|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|\n")
+                      "Processing speed (words/s)|words/s min-max|words/s 1.4826 MAD|"
+                      "Speedup ratio [paired range]|Efficiency (%)|Step jitter (ms)|Runs|Host|\n")
+            buf.write("|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|\n")
             for p in pts:
                 per, total = _batch_cells(p, scaling)
+                rng, mad = range_cells(p)
                 buf.write(f"|{p.ranks}|{p.workers}|{per}|{total}|{p.time_s:.3f}|"
-                          f"{p.words_per_s:.1f}|"
-                          f"{'' if p.workers == 1 else _fmt(p.speedup, '.2f')}|"
-                          f"{_fmt(p.efficiency, '.1f')}|{p.jitter_ms:.2f}|{p.repeats}|\n")
+                          f"{p.words_per_s:.1f}{mark(p)}|{rng}|{mad}|{speedup_cell(p)}|"
+                          f"{_fmt(p.efficiency, '.1f')}|{p.jitter_ms:.2f}|{p.repeats}|"
+                          f"{host_cell(p)}|\n")
             if not any(p.workers == 1 for p in pts):
                 buf.write("\n(no 1-worker run recorded: speedup cannot be computed)\n")
             buf.write("\n")
         buf.write(side_by_side(exp.series, order))
+        buf.write(comparisons(exp, order))
         buf.write(horovod_vs_native(exp.series, order))
         buf.write(padding_and_idle(exp.series, order))
     return buf.getvalue()
@@ -143,7 +156,7 @@ def padding_and_idle(strategies: dict[str, list[Point]], order: list[str]) -> st
            "Idle per rank (ms/step)|Out of batches (steps)|",
            "|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|"]
     for p in rows:
-        out.append(f"|{p.strategy}|{p.ranks}|{_fmt(p.real_tokens, '.0f')}|"
+        out.append(f"|{p.strategy}{mark(p)}|{p.ranks}|{_fmt(p.real_tokens, '.0f')}|"
                    f"{_fmt(p.token_slots, '.0f')}|{_fmt(p.padded_pct, '.1f')}|"
                    f"{_fmt(p.unbucketed_padded_pct, '.1f')}|{_fmt(p.pad_to_max_padded_pct, '.1f')}|"
                    f"{_fmt(p.work_ratio, '.2f')}|"
@@ -169,14 +182,12 @@ def side_by_side(series: dict[str, list[Point]], order: list[str]) -> str:
         row = [fw, strategy, impl]
         for n in ranks:
             p = by.get(n)
-            row += ["" if p is None else f"{p.words_per_s:.1f}",
-                    "" if p is None or p.speedup is None or p.workers == 1
-                    else f"{p.speedup:.2f}"]
+            row += ["" if p is None else wps_cell(p), "" if p is None else speedup_cell(p)]
         ideal = {p.ranks: p for p in series.get(f"{fw} / {impl} / independent", [])}
         both = [n for n in by if n in ideal]
         if strategy != "independent" and both:
             n = max(both)
-            row.append(f"{by[n].words_per_s / ideal[n].words_per_s:.3f} at N={n}")
+            row.append(f"{ratio_cell(by[n], ideal[n])} at N={n}{mark(ideal[n])}")
         else:
             row.append("")
         out.append("|" + "|".join(row) + "|")
@@ -191,7 +202,9 @@ def to_csv(experiments: dict[str, Experiment]) -> str:
                 "pad_to", "epochs", "bucketing_mode", "strategy", "ranks", "workers",
                 "batch_size", "tokens_per_batch", "steps", "time_s", "words_per_s", "speedup",
                 "efficiency_pct", "step_jitter_ms", "runs", "padded_pct",
-                "unbucketed_padded_pct", "idle_ms_per_step", "idle_pct"])
+                "unbucketed_padded_pct", "idle_ms_per_step", "idle_pct", "words_per_s_min",
+                "words_per_s_max", "words_per_s_mad", "speedup_min", "speedup_max",
+                "paired_rounds", "busy_runs", "load_known_runs"])
     for exp in sorted(experiments.values(), key=lambda e: (e.names, e.id)):
         c = exp.config
         data = c.get("data", {})
@@ -207,8 +220,17 @@ def to_csv(experiments: dict[str, Experiment]) -> str:
                             f"{p.words_per_s:.2f}", _fmt(p.speedup, ".4f"),
                             _fmt(p.efficiency, ".2f"), f"{p.jitter_ms:.3f}", p.repeats,
                             _fmt(p.padded_pct, ".2f"), _fmt(p.unbucketed_padded_pct, ".2f"),
-                            _fmt(p.idle_ms_per_step, ".3f"), _fmt(p.idle_pct, ".2f")])
+                            _fmt(p.idle_ms_per_step, ".3f"), _fmt(p.idle_pct, ".2f"),
+                            *_noise_csv(p)])
     return buf.getvalue()
+
+
+def _noise_csv(p: Point) -> list[str]:
+    """The CSV's spread, paired-speedup range and busy-run columns of one point."""
+    s = p.speedup_range or {}
+    return [f"{p.wps_min:.2f}", f"{p.wps_max:.2f}", f"{p.wps_mad:.2f}",
+            _fmt(s.get("min"), ".4f"), _fmt(s.get("max"), ".4f"), str(s.get("n", "")),
+            str(p.busy_runs), str(p.load_known)]
 
 
 def _cell(text: str) -> str:

@@ -1,10 +1,13 @@
 """The report's points: successful run records grouped by experiment
-(hvdscale.records.experiment) and series, each point the median of its repeats, with its
-speedup and efficiency over the series' 1-worker point.
+(hvdscale.records.experiment) and series, each point the median of its repeats with their
+spread, and its speedup and efficiency over the series' 1-worker point.
 
-speedup_N = words/s with N workers / words/s with 1 worker (same experiment and series);
+speedup_N = words/s with N workers / words/s with 1 worker (same experiment and series), the
+median of the ratios of the rounds both measured (``hvdscale.study.recommend``'s paired ratios;
+the rounds from each record's tag, ``hvdscale.study.rounds``), with their range;
 efficiency = 100 * speedup_N / N. Workers are the ranks that compute: all ranks, except under a
-dedicated parameter server, whose serve-only ranks are not counted.
+dedicated parameter server, whose serve-only ranks are not counted. A point counts its runs
+whose host was busy (``hvdscale.records.load``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hvdscale.records.experiment import differences, experiment_id, series_label
+from hvdscale.records.load import record_load
+from hvdscale.study.recommend import paired_summary
+from hvdscale.study.rounds import untagged, words_by_round
+
+MAD_SCALE = 1.4826
+"""MAD x this estimates a normal spread's standard deviation (the benches' jitter)."""
 
 
 @dataclass
@@ -44,6 +53,22 @@ class Point:
     idle_pct: float | None = None
     idle_per_rank: str = ""
     out_of_batches: str = ""
+    wps_min: float = 0.0
+    wps_max: float = 0.0
+    wps_mad: float = 0.0
+    """1.4826 x the median absolute deviation of the runs' words/s."""
+    rounds: list[float | None] = field(default_factory=list)
+    """words/s per round (None: no ok run in that round)."""
+    runs: list[float] = field(default_factory=list)
+    """Every run's words/s, in record order."""
+    speedup_range: dict[str, Any] | None = None
+    """``ratio_summary`` of the paired speedups (None: no paired round with the 1-worker)."""
+    busy_runs: int = 0
+    """Runs whose host was busy (``records.load``)."""
+    load_known: int = 0
+    """Runs whose record tells the host's load."""
+    busy_detail: str = ""
+    """What the rule saw in the busiest run."""
 
 
 @dataclass
@@ -81,12 +106,27 @@ def _idle_cells(rec: dict) -> tuple[str, str]:
     return ms, out or "none"
 
 
+def _noise(p: Point, recs: list[dict]) -> Point:
+    """``p`` with its runs' spread, rounds and busy runs."""
+    p.runs = [r["words_per_s"] for r in recs]
+    p.wps_min, p.wps_max = min(p.runs), max(p.runs)
+    p.wps_mad = MAD_SCALE * statistics.median(abs(x - p.words_per_s) for x in p.runs)
+    p.rounds = words_by_round(recs)
+    loads = [x for x in map(record_load, recs) if x is not None]
+    p.load_known = len(loads)
+    busy = [x for x in loads if x.busy]
+    p.busy_runs = len(busy)
+    if busy:
+        p.busy_detail = min(busy, key=lambda x: x.free - x.demand).describe()
+    return p
+
+
 def _point(label: str, ranks: int, recs: list[dict]) -> Point:
     """The median of one series' repeats at one rank count."""
     cfg = recs[-1]["config"]
     idle_ms, out_of = _idle_cells(recs[-1])
     bucketing = cfg.get("data", {}).get("bucketing", {})
-    return Point(
+    point = Point(
         strategy=label, ranks=ranks, workers=recs[-1]["workers"],
         batch_size=cfg.get("data", {}).get("batch_size", 0),
         steps=recs[-1]["measure"]["steps"],
@@ -107,6 +147,7 @@ def _point(label: str, ranks: int, recs: list[dict]) -> Point:
         idle_ms_per_step=_median_of(recs, lambda r: r["idle"]["idle_ms_per_step"]),
         idle_pct=_median_of(recs, lambda r: 100 * r["idle"]["idle_fraction"]),
         idle_per_rank=idle_ms, out_of_batches=out_of)
+    return _noise(point, recs)
 
 
 def collect(records: list[dict]) -> dict[str, Experiment]:
@@ -121,7 +162,7 @@ def collect(records: list[dict]) -> dict[str, Experiment]:
             continue
         eid = experiment_id(rec["config"])
         first.setdefault(eid, rec["config"])
-        name = rec["config"].get("name", "run")
+        name = untagged(rec["config"].get("name", "run"))
         if name not in names[eid]:
             names[eid].append(name)
         by[eid][series_label(rec["config"])][rec["ranks"]].append(rec)
@@ -134,7 +175,12 @@ def collect(records: list[dict]) -> dict[str, Experiment]:
             base = next((p for p in points if p.workers == 1), None)
             for p in points:
                 if base is not None:
-                    p.speedup = p.words_per_s / base.words_per_s
+                    # Paired: round r's words/s over round r's 1-worker words/s, once two
+                    # rounds pair (a spread); before that, every run counts: medians' ratio.
+                    s = paired_summary(p.rounds, base.rounds)
+                    p.speedup_range = s
+                    p.speedup = (s["median"] if s and s["n"] >= 2
+                                 else p.words_per_s / base.words_per_s)
                     p.efficiency = 100.0 * p.speedup / p.workers
             exp.series[label] = points
         out[eid] = exp

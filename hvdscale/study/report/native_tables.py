@@ -1,11 +1,12 @@
 """The report's answer to "Horovod or the framework's own data parallelism?": per framework and
 RNN implementation, Horovod's words/s over DDP's (PyTorch) or MWMS's (TensorFlow) at each rank
 count both were measured at, from the points' medians (the repeats' spread is in each series'
-own table; ``bench/bench_ddp.py`` measures the paired ratio with its spread)."""
+own table), paired by round where the points share rounds (``noise.ratio_cell``)."""
 
 from __future__ import annotations
 
-from hvdscale.study.points import Point
+from hvdscale.study.report.noise import ratio_cell, wps_cell
+from hvdscale.study.report.points import Point
 
 NATIVE = {"torch": "ddp", "tf": "mwms"}
 """Each framework's own data-parallel strategy, as series labels name it."""
@@ -32,8 +33,9 @@ def horovod_vs_native(series: dict[str, list[Point]], order: list[str]) -> str:
             mine = {p.ranks: p for p in series[h_label]}
             theirs = {p.ranks: p for p in series[n_label]}
             for ranks in sorted(set(mine) & set(theirs)):
-                a, b = mine[ranks].words_per_s, theirs[ranks].words_per_s
-                rows.append(f"|{fw}|{impl}|{h}|{nat}|{ranks}|{a:.1f}|{b:.1f}|{a / b:.3f}|")
+                a, b = mine[ranks], theirs[ranks]
+                rows.append(f"|{fw}|{impl}|{h}|{nat}|{ranks}|{wps_cell(a)}|{wps_cell(b)}|"
+                            f"{ratio_cell(a, b)}|")
     if not rows:
         return ""
     head = ["### Horovod or the framework's own data parallelism\n",

@@ -1,5 +1,6 @@
 """One decomposition of a measured point's step time, shared by the report's breakdown
-(``hvdscale.study.breakdown``) and the fitted prediction (``hvdscale.study.predict.ownfit``), so
+(``hvdscale.study.report.breakdown``) and the fitted prediction
+(``hvdscale.study.predict.ownfit``), so
 "exposed communication" means the same in both.
 
 Per computing rank r of a record, over its measured steps:
@@ -73,7 +74,7 @@ def per_step(rec: dict, g1: float) -> dict[str, float]:
 
 def split_loss(rec: dict, base: list[dict]) -> dict[str, Any]:
     """The loss of ``rec`` against linear speedup over ``base`` (its 1-worker records), by part
-    (see ``hvdscale.study.breakdown`` for the meaning).
+    (see ``hvdscale.study.report.breakdown`` for the meaning).
 
     Returns:
         ``efficiency_pct``, ``loss_pct`` and each part of ``PARTS`` in points of efficiency

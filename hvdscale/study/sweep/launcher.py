@@ -21,7 +21,7 @@ from typing import Any
 
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.store import read_records, results_path
-from hvdscale.study.hostfile import Hostfile, parse_hostfile
+from hvdscale.study.sweep.hostfile import Hostfile, parse_hostfile
 
 LAUNCHERS = ("mpirun", "horovodrun", "srun")
 

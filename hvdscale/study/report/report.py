@@ -3,13 +3,14 @@
 Records are grouped by experiment (hvdscale.records.experiment): records of different experiments
 never share a table or a median, and a directory holding several gets one section each, saying
 what differs between them. Within an experiment, framework, RNN implementation and strategy
-(with its settings) are series, compared side by side (hvdscale.study.points groups them,
-hvdscale.study.tables renders them, hvdscale.study.scaling_plot draws them).
+(with its settings) are series, compared side by side (hvdscale.study.report.points groups them,
+hvdscale.study.report.tables renders them, hvdscale.study.report.scaling_plot draws them).
 
 speedup_N = words/s with N workers / words/s with 1 worker (same experiment and series);
 efficiency = 100 * speedup_N / N. Workers are the ranks that compute: all ranks, except under a
 dedicated parameter server, whose serve-only ranks are not counted (the table says so). Repeated
-points are summarised by their median.
+points are summarised by their median and spread, speedups and ratios paired by round, and
+points measured on a busy host marked (hvdscale.study.report.noise).
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ from typing import Any
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.experiment import identity_id
 from hvdscale.records.store import load_records
-from hvdscale.study.breakdown import section as why_not_better
 from hvdscale.study.plotting import write_atomic
-from hvdscale.study.points import collect
 from hvdscale.study.quality import plot_quality, quality_section
-from hvdscale.study.scaling_plot import plot_scaling
-from hvdscale.study.tables import failed_points, horovod_timelines, markdown, to_csv
+from hvdscale.study.report.breakdown import section as why_not_better
+from hvdscale.study.report.points import collect
+from hvdscale.study.report.scaling_plot import plot_scaling
+from hvdscale.study.report.tables import failed_points, horovod_timelines, markdown, to_csv
 
 # Fields every successful record must hold for the report; a record lacking one is named with
 # its file and line instead of ending the report in a KeyError.

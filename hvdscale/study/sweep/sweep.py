@@ -1,0 +1,267 @@
+"""``hvdscale sweep``: every (ranks, strategy) point as its own launch, then the report.
+
+A sweep is planned and checked completely before the first launch (``hvdscale.study.sweep.plan``).
+Each point then runs as one ``mpirun``/``horovodrun``/``srun`` subprocess with a time limit; its
+ranks write the usual record. A point that fails (non-zero exit, time limit, no record) gets a
+``status: failed`` record with the last lines of its stderr, and the sweep goes on. Points whose
+``ok`` record is already in the results directory (same config, same ranks) are skipped unless
+``redo``.
+
+With ``repeats`` > 1 the points run in interleaved rounds (``launches``): each launch's record
+is tagged with its round (``hvdscale.study.rounds``), so the report pairs the points of one
+round, and a rerun fills only the rounds still missing. Before each launch the host's load is
+checked (``hvdscale.records.load``) and a busy host is warned about.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hvdscale.config import to_dict
+from hvdscale.records.load import load_now
+from hvdscale.records.store import append_record, record_key
+from hvdscale.study.sweep.hostfile import write_hostfile
+from hvdscale.study.sweep.launcher import (
+    error_summary,
+    launch_env,
+    launcher_prefix,
+    read_out,
+    run_launch,
+)
+from hvdscale.study.sweep.plan import (
+    Point,
+    SweepSpec,
+    matches,
+    point_workers,
+    recorded,
+    round_point,
+    rounds_of,
+)
+
+
+@dataclass
+class Outcome:
+    """What became of one point."""
+
+    point: Point
+    status: str  # "ok", "skipped" or "failed"
+    seconds: float = 0.0
+    words_per_s: float | None = None
+    error: str = ""  # why it failed; for an ok point, a note (e.g. it overran while exiting)
+    log: Path | None = None
+    record: dict[str, Any] | None = None
+
+
+@dataclass
+class SweepResult:
+    """All outcomes, in launch order."""
+
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[Outcome]:
+        """The outcomes that failed."""
+        return [o for o in self.outcomes if o.status == "failed"]
+
+
+# --- launch commands ---------------------------------------------------------------------------
+
+def run_argv(spec: SweepSpec, point: Point) -> list[str]:
+    """The ``hvdscale run`` command every rank of ``point`` executes."""
+    sets = [a for o in (*spec.overrides, *point.sets) for a in ("--set", o)]
+    if spec.progress_every is not None:
+        sets += ["--progress-every", f"{spec.progress_every:g}"]
+    # The interpreter running the sweep runs the ranks too (same install on every host);
+    # framework and strategy.name come last so they win over a --set of them.
+    return [sys.executable, "-m", "hvdscale", "run", str(spec.config), *sets,
+            "--set", f"framework={point.cfg.framework}",
+            "--set", f"strategy.name={point.strategy}", "--out", str(spec.out)]
+
+
+def launch_command(spec: SweepSpec, point: Point, hostfile_path: Path | None = None,
+                   env: Mapping[str, str] | None = None) -> list[str]:
+    """The launcher command line of ``point``.
+
+    Args:
+        spec: the sweep.
+        point: the point to launch.
+        hostfile_path: the clean copy of the sweep's hostfile (see ``write_hostfile``).
+        env: environment whose variables mpirun forwards with ``-x``.
+    """
+    return [*launcher_prefix(spec.launcher, point.ranks, hostfile_path, spec.network_interfaces,
+                             spec.launcher_args, env=env), *run_argv(spec, point)]
+
+
+def _log_base(spec: SweepSpec, point: Point) -> Path:
+    name = re.sub(r"[^\w.-]", "-", point.cfg.name)
+    tag = re.sub(r"[^\w.-]", "-", point.name) if point.name else point.strategy
+    return spec.out / "logs" / f"{name}_{point.cfg.framework}_{tag}_np{point.ranks}"
+
+
+def run_point(spec: SweepSpec, point: Point, hostfile_path: Path | None = None) -> Outcome:
+    """Launch one point, wait for it (up to the time limit), and record a failure."""
+    base = _log_base(spec, point)
+    base.parent.mkdir(parents=True, exist_ok=True)
+    cmd = launch_command(spec, point, hostfile_path)
+    env = launch_env()
+    before = len(read_out(spec.out))
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    t0 = time.monotonic()
+    out_log, err_log = base.with_suffix(".stdout"), base.with_suffix(".stderr")
+    rc, timed_out = run_launch(cmd, env, spec.timeout_s, out_log, err_log)
+    seconds = time.monotonic() - t0
+    new = read_out(spec.out)[before:]
+    rec = next((r for r in reversed(new) if r.get("status") == "ok" and matches(r, point)),
+               None)
+    if rec is not None:
+        # The record is written after the last barrier, when every rank has finished: the
+        # measurement is complete even if the launch overran its limit while exiting.
+        late = (f" (record written; the launch then overran --timeout {spec.timeout_s:g} s "
+                "while exiting and was ended)") if timed_out else ""
+        return Outcome(point, "ok", seconds, rec["words_per_s"], error=late.strip(), log=out_log,
+                       record=rec)
+    stderr, stdout = (f.read_text(errors="replace") if f.exists() else ""
+                      for f in (err_log, out_log))
+    if timed_out:
+        error = f"timed out after {spec.timeout_s:g} s (no record written); ended the launch"
+    else:
+        why = error_summary(stderr, stdout=stdout)
+        error = (f"exit {rc}: " if rc else "launch exited 0 but wrote no record: ") + why
+    append_record(spec.out, {
+        "schema": 1, "status": "failed", "name": point.cfg.name, "started": started,
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "key": record_key(point.cfg), "ranks": point.ranks,
+        "workers": point_workers(point.cfg, point.ranks), "config": to_dict(point.cfg),
+        "launcher": spec.launcher, "command": cmd, "returncode": rc, "timed_out": timed_out,
+        "seconds": round(seconds, 3), "error": error,
+        "stderr_tail": stderr.splitlines()[-20:], "log": str(err_log)})
+    return Outcome(point, "failed", seconds, error=error, log=err_log)
+
+
+def time_left(launched: list[Outcome], remaining: list[Point]) -> float | None:
+    """Estimated seconds for the ``remaining`` points, from the points ``launched`` so far.
+
+    A point is expected to take as long as the launched points with its rank count took on
+    average (start-up and step time grow with the ranks on a host), or, for a rank count not
+    launched yet, as long as all launched points on average. None before any launch.
+    """
+    if not launched:
+        return None
+    overall = sum(o.seconds for o in launched) / len(launched)
+    by_ranks: dict[int, list[float]] = {}
+    for o in launched:
+        by_ranks.setdefault(o.point.ranks, []).append(o.seconds)
+    return sum(sum(by_ranks[p.ranks]) / len(by_ranks[p.ranks]) if p.ranks in by_ranks
+               else overall for p in remaining)
+
+
+def launches(spec: SweepSpec) -> list[tuple[int, Point]]:
+    """(round, point) in launch order: round r launches every point once before round r+1,
+    the order rotated by one point per round (as the benches do), so no point always runs
+    first, or always right after the largest one."""
+    pts = list(spec.points)
+    out: list[tuple[int, Point]] = []
+    for r in range(spec.repeats):
+        k = r % len(pts) if pts else 0
+        out += [(r, p) for p in pts[k:] + pts[:k]]
+    return out
+
+
+def measured(records: list[dict[str, Any]], spec: SweepSpec, r: int,
+             point: Point) -> dict[str, Any] | None:
+    """The ok record of ``point`` in round ``r``, or None (always None under ``redo``).
+
+    One round: any ok record of the point, as before rounds existed. Several: the record tagged
+    with round r (``hvdscale.study.rounds``), so a rerun fills only the missing rounds and a
+    failed round stays empty instead of shifting the later ones.
+    """
+    if spec.redo:
+        return None
+    if spec.repeats == 1:
+        return recorded(records, point)
+    return rounds_of(records, point, spec.repeats)[r]
+
+
+def planned_demand(spec: SweepSpec, point: Point) -> int:
+    """Rank x threads ``point`` will run on this host (the first host of a hostfile, which
+    mpirun fills first): what ``hvdscale.records.load`` weighs the free cores against."""
+    local = min(point.ranks, spec.hostfile.hosts[0].slots) if spec.hostfile else point.ranks
+    threads = point.cfg.threads.intra_op or max(1, (os.cpu_count() or 1) // local)
+    return local * threads
+
+
+def busy_warning(spec: SweepSpec, point: Point) -> str:
+    """A warning when this host is busy right now for ``point`` (``records.load``), else ""."""
+    now = load_now(planned_demand(spec, point))
+    if not now.busy:
+        return ""
+    return (f"warning: this host is busy before the launch ({now.describe()}): the point "
+            "will read slow (the report marks it when its record shows the load); measure "
+            "on a quiet machine, or with --repeats")
+
+
+def run_sweep(spec: SweepSpec, say: Callable[[str], None] = print) -> SweepResult:
+    """Run every round of every point of ``spec`` (``launches``), one progress line per launch,
+    each with the sweep's estimated time left once a launch has been measured."""
+    result = SweepResult()
+    plan = launches(spec)
+    records = read_out(spec.out)
+    # Launches still to do (the others are skipped as measured): what the time left is made of.
+    todo = [k for k, (r, p) in enumerate(plan) if measured(records, spec, r, p) is None]
+    launched: list[Outcome] = []
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="hvdscale-sweep-") as tmp:
+        hf = write_hostfile(spec.hostfile, Path(tmp) / "hostfile") if spec.hostfile else None
+        for k, (r, point) in enumerate(plan):
+            rnd = f" round {r + 1}/{spec.repeats}" if spec.repeats > 1 else ""
+            head = f"[{k + 1}/{len(plan)}]{rnd} {point.label}"
+            done = measured(read_out(spec.out), spec, r, point)
+            if done is not None:
+                o = Outcome(point, "skipped", 0.0, done["words_per_s"])
+                say(f"{head}: skipped, already recorded {o.words_per_s:.1f} words/s "
+                    f"(--redo measures it again)")
+                result.outcomes.append(o)
+                continue
+            warning = busy_warning(spec, point)
+            if warning:
+                say(f"{head}: {warning}")
+            o = run_point(spec, point if spec.repeats == 1 else round_point(point, r), hf)
+            o.point = point
+            launched.append(o)
+            rest = [plan[i][1] for i in todo if i > k]
+            say(f"{head}: {_progress(o, time.monotonic() - t0, launched, rest)}")
+            result.outcomes.append(o)
+    return result
+
+
+def _progress(o: Outcome, elapsed: float, launched: list[Outcome], rest: list[Point]) -> str:
+    """One launch's progress line (after its head): result, times and the sweep's time left."""
+    from hvdscale.core.progress import format_duration
+
+    left = time_left(launched, rest) if rest else None
+    when = f"elapsed {elapsed:.0f} s" + (
+        f", sweep ~{format_duration(left)} left" if left is not None else "")
+    if o.status == "ok":
+        return (f"ok {o.words_per_s:.1f} words/s in {o.seconds:.1f} s ({when})"
+                f"{' ' + o.error if o.error else ''}")
+    return f"FAILED after {o.seconds:.1f} s ({when}): {o.error} [log: {o.log}]"
+
+
+def dry_run(spec: SweepSpec, say: Callable[[str], None] = print) -> None:
+    """Print each launch's command (every round's, in launch order); launch nothing."""
+    hf = spec.hostfile.path if spec.hostfile else None  # the launch uses a clean copy of it
+    plan = launches(spec)
+    for k, (r, point) in enumerate(plan, 1):
+        rnd = f" round {r + 1}/{spec.repeats}" if spec.repeats > 1 else ""
+        launch = point if spec.repeats == 1 else round_point(point, r)
+        say(f"[{k}/{len(plan)}]{rnd} {point.label}: {shlex.join(launch_command(spec, launch, hf))}")
