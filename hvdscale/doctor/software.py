@@ -74,7 +74,10 @@ def horovod_build(facts: dict[str, Any]) -> dict[str, int] | None:
 def check_horovod(facts: dict[str, Any], plan: Plan) -> Line:
     """Horovod's version and build: frameworks, controllers (MPI, Gloo), NCCL, CUDA."""
     version = facts["versions"].get("horovod")
-    if not version:
+    probes = [p for p in ((facts.get("hostfacts") or {}).get("probes") or {}).values()
+              if p.get("horovod")]
+    # The probes' import is the truth: package metadata may outlive a removed package.
+    if not version or (probes and not any(p["horovod"].get("installed") for p in probes)):
         status = FAIL if plan.strategy == "horovod" else WARN
         return Line("horovod", status, "not installed (strategy horovod unavailable)",
                     "bash launch/install.sh builds it")
