@@ -117,10 +117,14 @@ def check_horovod_fit(fw: str, facts: dict[str, Any]) -> Line | None:
             flag = "PYTORCH" if fw == "torch" else "TENSORFLOW"
             return Line(check, FAIL, f"Horovod was built without {name}",
                         f"rebuild with HOROVOD_WITH_{flag}=1")
+        if sym and built_for == installed:
+            # Same version string, other binary (another build of it, or another C++ ABI).
+            return Line(check, FAIL, f"undefined symbol {sym.group(1)}: the extension does not "
+                        f"fit the installed {name} {installed}", REBUILD)
         if sym or built_for != installed:
-            what = f"undefined symbol {sym.group(1)}" if sym else error
-            return Line(check, FAIL, f"built for {name} {built_for}, installed {installed}: "
-                        f"{what}", REBUILD)
+            what = f"undefined symbol {sym.group(1)}" if sym else "does not load"
+            return Line(check, FAIL, f"{what}: built for {name} {built_for}, installed "
+                        f"{installed}", REBUILD)
         return Line(check, FAIL, f"does not load: {error}", REBUILD)
     if built_for and built_for != installed:
         return Line(check, WARN, f"loads, but built for {name} {built_for}; installed "
