@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from hvdscale.core.faults import maybe_fault
+from hvdscale.core.supervise import abort_job
 from hvdscale.core.world import RANK_ENV_VARS, MPIWorld, is_gloo_launch
 from hvdscale.doctor import cluster, host, network, ranks, report, software
-from hvdscale.doctor.bench import allreduce_bench, check_bench
+from hvdscale.doctor.bench import BUDGET_S, allreduce_bench, check_bench
 from hvdscale.doctor.gather import gather
 from hvdscale.doctor.lines import FAIL, Line, Plan, worst
 from hvdscale.errors import HvdscaleError
@@ -101,18 +103,56 @@ def _world() -> MPIWorld | None:
     return None
 
 
+class Deadline:
+    """Ends the job when this rank has not finished in ``seconds``: a rank stuck outside the
+    probes' own limits (a hung file system, a frozen peer) must not leave the others waiting
+    in a collective. Uses no collective itself; says where this rank was."""
+
+    def __init__(self, seconds: float, rank: int) -> None:
+        self.seconds, self.rank, self.phase = seconds, rank, "start-up"
+        self._done = threading.Event()
+        threading.Thread(target=self._watch, name="hvdscale-doctor-deadline",
+                         daemon=True).start()
+
+    def _watch(self) -> None:
+        if self._done.wait(self.seconds):
+            return
+        sys.stderr.write(f"hvdscale: error (rank {self.rank}): the doctor did not finish "
+                         f"within {self.seconds:g}s (rank {self.rank} was {self.phase}); "
+                         "ending the job.\n")
+        sys.stderr.flush()
+        abort_job(3)
+
+    def stop(self) -> None:
+        """This rank has finished."""
+        self._done.set()
+
+
 def doctor(args: DoctorArgs) -> int:
     """Run the doctor on this rank; rank 0 prints the report. Returns the exit status."""
     world = _world()
+    rank = world.rank if world else 0
+    # The probes' limit, the others' probes (run alongside), the bench's budget, slack.
+    deadline = Deadline(args.timeout + 60 + (2 * BUDGET_S if args.bench else 0), rank)
+    try:
+        return _on_this_rank(args, world, deadline)
+    finally:
+        deadline.stop()
+
+
+def _on_this_rank(args: DoctorArgs, world: MPIWorld | None, deadline: Deadline) -> int:
+    deadline.phase = "gathering its facts"
     facts = gather(args.out, with_host=world is None or world.local_rank == 0,
                    timeout=args.timeout)
     maybe_fault(world.rank if world else 0, "gather")  # tests: a rank that fails here
+    deadline.phase = "waiting for the other ranks' facts"
     all_facts = world.allgather(facts) if world is not None else [facts]  # hvd:
     launch = Launch(world.size if world else 1, "mpi" if world else "none",
                     cluster.launcher_size(dict(os.environ)))
     bench_line, points = None, []
     if args.bench:
         if world is not None and world.size > 1:
+            deadline.phase = "in the allreduce bench"
             points = allreduce_bench(world.comm)
         link, expected = network.link_class([h["net"] for h in _by_host(all_facts)])
         bench_line = check_bench(points, link, expected, launch.size)

@@ -139,3 +139,14 @@ def test_bad_input_is_one_clear_error(args: list[str], message: str) -> None:
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.startswith("hvdscale: error") and message in r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_hanging_rank_ends_the_job_at_the_deadline() -> None:
+    # Rank 1 hangs after its facts; rank 0 waits in the gather. --timeout 5: deadline 65 s.
+    t0 = time.monotonic()
+    r = run(["timeout", "300", "mpirun", "-np", "2", *DOCTOR, "--timeout", "5"],
+            {**ENV, "HVDSCALE_FAULT": "1:hang:gather"})
+    assert r.returncode not in (0, 124), r.stdout + r.stderr
+    assert "the doctor did not finish within 65s" in r.stderr, r.stderr
+    assert "hvdscale doctor:" not in r.stdout
+    assert 60 < time.monotonic() - t0 < 240
