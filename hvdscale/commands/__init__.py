@@ -10,6 +10,7 @@ from hvdscale.commands import (
     commbench,
     config,
     data,
+    doctor,
     fusion,
     gemm,
     hostfile,
@@ -22,4 +23,4 @@ from hvdscale.commands import (
 )
 
 COMMANDS = (run, config, sweep, fusion, timeline, hostfile, gemm, profile, batch, commbench,
-            predict, backtest, report, data)
+            predict, backtest, report, data, doctor)

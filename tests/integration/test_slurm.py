@@ -168,3 +168,19 @@ def test_multinode_scripts_work_inside_an_allocation(slurm: dict[str, str],
         ("ps", 2, "ok")], text
     launch = (tmp_path / "mpi/results/logs/demo_torch_ps_np2.stdout").read_text()
     assert launch.startswith("$ mpirun -np 2 ") and "--hostfile" not in launch
+
+
+def test_doctor_under_srun_reports_the_allocation(slurm: dict[str, str]) -> None:
+    # srun's PMIx joins the two tasks into one MPI job: one report, the job's allocation.
+    env = {**slurm, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
+    r = subprocess.run(["srun", "--mpi=pmix", "-n", "2", "--time=10", sys.executable, "-m",
+                        "hvdscale", "doctor", "--json"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    lines = {ln["check"]: ln for ln in doc["lines"]}
+    assert lines["ranks"]["value"] == "2 launched, facts gathered over mpi"
+    assert lines["slurm"]["status"] == "ok" and lines["slurm"]["value"].startswith("job ")
+    assert ", 2 task(s)" in lines["slurm"]["value"]
+    assert doc["plan"]["np"] == 2 and doc["plan"]["layout_from"] == "launch"
+    assert [f["slurm"]["SLURM_PROCID"] for f in doc["facts"]] == ["0", "1"]
