@@ -5,14 +5,56 @@ over by a forger, as a stranger on the network would hold an address the asks re
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from hvdscale.core import peers
+from hvdscale.core import peers_wire as wire
 
 Tamper = Callable[[list[Any]], None]
+Forge = Callable[[bytes], list[bytes]]
+
+
+class Forger:
+    """A stranger's socket on loopback that answers every datagram it gets with ``forge``'s
+    datagrams (it sees the asks: it holds an address they reach)."""
+
+    def __init__(self, forge: Forge) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.forge, self.seen, self._stop = forge, 0, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                msg, sender = self.sock.recvfrom(4096)
+            except OSError:
+                continue
+            self.seen += 1
+            for out in self.forge(msg):
+                self.sock.sendto(out, sender)
+
+    def close(self) -> None:
+        self._stop.set()
+        self.thread.join(timeout=5)
+        self.sock.close()
+
+
+def nonce_of(msg: bytes) -> bytes:
+    """The nonce of an ask as a stranger who sees it reads it (either wire format)."""
+    return msg[len(b"hvdscale?"):] if msg.startswith(b"hvdscale?") else msg[4:4 + wire.NONCE_LEN]
+
+
+def old_style(rank: int, state: Any) -> Forge:
+    """A JSON reply echoing the ask's nonce, as the unsigned channel accepted."""
+    return lambda msg: [json.dumps({"rank": rank, "nonce": nonce_of(msg).decode(errors="replace"),
+                                    "state": state}).encode()]
 
 
 def start_ranks(states: dict[int, Callable[[], Any]],

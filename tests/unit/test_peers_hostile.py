@@ -5,7 +5,6 @@ all heard. Every flood here is bounded in count and in time."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import socket
@@ -19,52 +18,19 @@ import pytest
 
 from hvdscale.core import peers
 from hvdscale.core import peers_wire as wire
-from tests.peer_ranks import start_ranks, step_state, stop_ranks, take_endpoint
+from tests.peer_ranks import (
+    Forge,
+    Forger,
+    nonce_of,
+    old_style,
+    start_ranks,
+    step_state,
+    stop_ranks,
+    take_endpoint,
+)
 
 BUSY = step_state(3, "compute", 24.0)
 WAITING = step_state(3, "communicate")
-Forge = Callable[[bytes], list[bytes]]
-
-
-class Forger:
-    """A stranger's socket on loopback that answers every datagram it gets with ``forge``'s
-    datagrams (it sees the asks: it holds an address they reach)."""
-
-    def __init__(self, forge: Forge) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.settimeout(0.2)
-        self.forge, self.seen, self._stop = forge, 0, threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                msg, sender = self.sock.recvfrom(4096)
-            except OSError:
-                continue
-            self.seen += 1
-            for out in self.forge(msg):
-                self.sock.sendto(out, sender)
-
-    def close(self) -> None:
-        self._stop.set()
-        self.thread.join(timeout=5)
-        self.sock.close()
-
-
-def _nonce_of(msg: bytes) -> bytes:
-    """The nonce of an ask as a stranger who sees it reads it (either wire format)."""
-    return msg[len(b"hvdscale?"):] if msg.startswith(b"hvdscale?") else msg[4:4 + wire.NONCE_LEN]
-
-
-def _old_style(rank: int, state: Any) -> Forge:
-    """A JSON reply echoing the ask's nonce, as the unsigned channel accepted."""
-    return lambda msg: [json.dumps({"rank": rank, "nonce": _nonce_of(msg).decode(errors="replace"),
-                                    "state": state}).encode()]
-
-
 @pytest.fixture
 def forged() -> Iterator[Callable[[int, Forge], dict[int, peers.Peers]]]:
     """Ranks 0-2 (rank 1 busy), with the answering address of one rank held by a forger."""
@@ -85,9 +51,9 @@ def forged() -> Iterator[Callable[[int, Forge], dict[int, peers.Peers]]]:
 
 def test_a_forged_unsigned_reply_is_not_believed(forged: Callable) -> None:
     def forge(msg: bytes) -> list[bytes]:
-        unsigned = b"hvr1" + _nonce_of(msg) + struct.pack("!IiBBdB", 2, 3, 0, 0, 99.0, 6) + \
+        unsigned = b"hvr1" + nonce_of(msg) + struct.pack("!IiBBdB", 2, 3, 0, 0, 99.0, 6) + \
             b"step 3" + bytes(wire.MAC_LEN)
-        return [*_old_style(2, "x")(msg), unsigned]
+        return [*old_style(2, "x")(msg), unsigned]
 
     ps = forged(2, forge)
     got = ps[0].ask(timeout_s=0.6)
@@ -100,7 +66,7 @@ def test_a_forged_unsigned_reply_is_not_believed(forged: Callable) -> None:
 
 def test_a_reply_signed_with_another_key_is_not_believed(forged: Callable) -> None:
     other = wire.new_key()
-    ps = forged(2, lambda msg: [wire.make_reply(other, _nonce_of(msg), 2, BUSY)])
+    ps = forged(2, lambda msg: [wire.make_reply(other, nonce_of(msg), 2, BUSY)])
     assert ps[0].ask(timeout_s=0.6) == {1: BUSY, 2: None}
 
 
@@ -110,9 +76,9 @@ def test_the_rank_is_the_one_asked_never_the_ones_a_reply_claims(forged: Callabl
     def forge(msg: bytes) -> list[bytes]:
         # Claims to be rank 1, from rank 2's address; signed with the job's key where known (a
         # rank of the job answering for another), unsigned otherwise.
-        out = _old_style(1, step_state(9, "compute", 99.0))(msg)
+        out = old_style(1, step_state(9, "compute", 99.0))(msg)
         if "key" in holder:
-            out.append(wire.make_reply(holder["key"], _nonce_of(msg), 1,
+            out.append(wire.make_reply(holder["key"], nonce_of(msg), 1,
                                        step_state(9, "compute", 99.0)))
         return out
 
@@ -124,7 +90,7 @@ def test_the_rank_is_the_one_asked_never_the_ones_a_reply_claims(forged: Callabl
 
 
 def test_garbage_in_a_reply_never_raises(forged: Callable) -> None:
-    ps = forged(2, _old_style(2, "x"))
+    ps = forged(2, old_style(2, "x"))
     assert "rank 2 (no answer" in peers.waiting_for("step 3", timeout_s=0.6)
     key, nonce = ps[0].key, os.urandom(wire.NONCE_LEN)
     good = wire.make_reply(key, nonce, 2, BUSY)
