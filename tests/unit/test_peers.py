@@ -93,3 +93,15 @@ def test_a_rank_answers_its_run_phase_or_its_step() -> None:
     dog.stop()
     supervise.phase("gather of the ranks' timings", waiting=True)
     assert supervise.current_state()["waiting"] is True
+
+
+def test_the_channel_binds_loopback_on_one_host_and_never_a_shared_bridge() -> None:
+    from hvdscale.core.peers_addr import bind_address
+
+    one_host = [{"host": "a", "addrs": ["10.0.0.1", "172.17.0.1"]}] * 3
+    assert bind_address(1, one_host) == "127.0.0.1"
+    # docker0's 172.17.0.1 is on both hosts (listed first here): it reaches no other host.
+    two = [{"host": "a", "addrs": ["172.17.0.1", "10.9.0.1"]},
+           {"host": "b", "addrs": ["172.17.0.1", "10.9.0.2"]}]
+    assert bind_address(0, two) == "10.9.0.1"
+    assert bind_address(1, two) == "10.9.0.2"
