@@ -97,9 +97,10 @@ class Peers:
             except Exception:  # one failed answer must not end the answering
                 continue
 
-    def _read(self, nonce: bytes, got: dict[int, dict[str, Any] | None]) -> None:
-        """Take every reply already waiting; believe only signed ones from the rank asked."""
-        while True:
+    def _read(self, nonce: bytes, got: dict[int, dict[str, Any] | None], until: float) -> None:
+        """Take the replies already waiting (until ``until``: a flood must not hold the asker
+        past its time); believe only signed ones from the rank asked."""
+        while time.monotonic() < until:
             try:
                 msg, sender = self.asker.recvfrom(wire.REPLY_MAX + 1)
             except OSError:  # nothing more now
@@ -113,7 +114,7 @@ class Peers:
         """Every other rank's state, or None for a rank that did not answer in ``timeout_s``."""
         got: dict[int, dict[str, Any] | None] = {r: None for r in self.others}
         with self._ask_lock:
-            self._read(b"", {})  # late replies to an earlier ask
+            self._read(b"", {}, time.monotonic() + 0.05)  # late replies to an earlier ask
             nonce, msg = wire.make_ask(self.key)
             start = time.monotonic()
             for n in range(1, _ROUNDS + 1):
@@ -140,13 +141,13 @@ class Peers:
                 except OSError:
                     pass  # unreachable now: it stays silent unless a later round reaches it
                 todo.pop(0)
-                self._read(nonce, got)
+                self._read(nonce, got, end)
                 continue
             if all(st is not None for st in got.values()):
                 return
             ready, _, _ = select.select([self.asker], [], [], left)
             if ready:
-                self._read(nonce, got)
+                self._read(nonce, got, end)
 
 
 _peers: Peers | None = None

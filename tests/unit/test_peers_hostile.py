@@ -5,6 +5,7 @@ all heard. Every flood here is bounded in count and in time."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import socket
@@ -164,25 +165,34 @@ def test_a_flood_from_port_0_does_not_slow_the_answers(two: dict[int, peers.Peer
     stop = threading.Event()
     sent = [0]
 
-    def flood() -> None:  # at most 4,000 datagrams, at about 1,000 a second, for at most 6 s
+    def flood() -> None:  # at most 6,000 datagrams, in bursts of 20, for at most 6 s
+        asks = [_udp_from_port_0(target, a) for a in
+                (b"hvdscale?" + b"\xff" * 200, wire.make_ask(wire.new_key())[1])]
         with socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP) as raw:
             end = time.monotonic() + 6
-            while sent[0] < 4000 and not stop.is_set() and time.monotonic() < end:
-                for ask in (b"hvdscale?" + b"\xff" * 200, wire.make_ask(wire.new_key())[1]):
-                    raw.sendto(_udp_from_port_0(target, ask), target)
-                    sent[0] += 1
-                time.sleep(0.002)
+            while sent[0] < 6000 and not stop.is_set() and time.monotonic() < end:
+                for i in range(20):
+                    raw.sendto(asks[i % 2], target)
+                sent[0] += 20
+                time.sleep(0.01)
 
     t = threading.Thread(target=flood, daemon=True)
     t.start()
     try:
-        time.sleep(0.3)  # the flood is under way
-        answered = sum(two[0].ask(timeout_s=0.5) == {1: BUSY} for _ in range(8))
+        time.sleep(0.3)  # the flood is under way; ask throughout the next 2 s of it
+        asked = answered = 0
+        end = time.monotonic() + 2.0
+        while time.monotonic() < end:
+            asked += 1
+            answered += two[0].ask(timeout_s=1.0) == {1: BUSY}
+            time.sleep(0.05)
+        during = sent[0]
     finally:
         stop.set()
         t.join(timeout=10)
-    assert sent[0] >= 200, sent
-    assert answered == 8, f"{answered} of 8 asks answered under a flood of {sent[0]}"
+    # 200 a second answered 1 ask in 5 before (issue 29): at least that many, or no test.
+    assert during >= 400, f"only {during} datagrams sent: no flood to measure under"
+    assert answered == asked, f"{answered} of {asked} asks answered under a flood of {during}"
 
 
 def test_257_ranks_are_all_heard() -> None:
@@ -193,3 +203,33 @@ def test_257_ranks_are_all_heard() -> None:
         assert len(got) == 256 and not silent, f"{len(silent)} live ranks reported silent"
     finally:
         stop_ranks(ps)
+
+
+def test_a_flood_of_forged_replies_neither_holds_up_nor_misleads_the_asker(
+        two: dict[int, peers.Peers]) -> None:
+    target = ("127.0.0.1", two[0].me["ask_port"])
+    stop = threading.Event()
+    sent = [0]
+
+    def flood() -> None:  # at most 20,000 forged replies, for at most 5 s, as fast as it can
+        forged = [b"hvr1" + os.urandom(wire.NONCE_LEN) + os.urandom(40),
+                  json.dumps({"rank": 1, "nonce": "0", "state": "x"}).encode()]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            end = time.monotonic() + 5
+            while sent[0] < 20000 and not stop.is_set() and time.monotonic() < end:
+                s.sendto(forged[sent[0] % 2], target)
+                sent[0] += 1
+
+    t = threading.Thread(target=flood, daemon=True)
+    t.start()
+    try:
+        time.sleep(0.2)
+        took = []
+        for _ in range(3):
+            t0 = time.monotonic()
+            assert two[0].ask(timeout_s=0.5) == {1: BUSY}
+            took.append(time.monotonic() - t0)
+    finally:
+        stop.set()
+        t.join(timeout=10)
+    assert max(took) < 1.5, took  # bounded by its own time limit, not by the flood
