@@ -4,7 +4,7 @@ Every ask and every reply carries an HMAC-SHA256 under the job's key (random, ma
 shared over the world's start-up allgather), over all of its other bytes; nothing in a datagram
 is believed before that MAC has been checked (``hmac.compare_digest``). An ask is a magic, a
 random nonce of fixed length and the MAC (52 bytes); a reply is a magic, the ask's nonce, the
-answering rank's state in a fixed binary layout, and the MAC (at most 166 bytes). A reply echoes
+answering rank's state in a fixed binary layout, and the MAC (at most 167 bytes). A reply echoes
 nothing of an ask but its 16-byte nonce. Every field of a reply is checked (rank, kinds, ranges,
 finite numbers, printable text) before it reaches a message.
 """
