@@ -24,13 +24,14 @@ MAC_LEN = 32
 _ASK_MAGIC = b"hvq1"
 _REPLY_MAGIC = b"hvr1"
 ASK_LEN = len(_ASK_MAGIC) + NONCE_LEN + MAC_LEN
-# rank, step (-1: between steps), kind (index into KINDS), waiting (0/1), seconds in the phase,
-# length of the phase's name in bytes.
+# rank, step (warm-up steps are negative), kind (index into KINDS), flags (_WAITING, _IN_STEP),
+# seconds in the phase, length of the phase's name in bytes.
 _BODY = struct.Struct("!IiBBdB")
 PHASE_MAX = 96  # bytes of the phase's name sent; the runner's names are shorter
 _REPLY_MIN = len(_REPLY_MAGIC) + NONCE_LEN + _BODY.size + MAC_LEN
 REPLY_MAX = _REPLY_MIN + PHASE_MAX
 KINDS = ("compute", "communicate", "overlapped", "joined")
+_WAITING, _IN_STEP = 1, 2
 _MAX_S = 1e9  # longer than any job: a larger time in a phase is not a real one
 
 
@@ -82,12 +83,12 @@ def make_reply(key: bytes, nonce: bytes, rank: int, state: Any) -> bytes | None:
         for_s = float(state.get("for_s", 0.0))
     except (TypeError, ValueError):
         return None
-    if (step is not None and not (isinstance(step, int) and 0 <= step < 2**31)) \
+    if (step is not None and not (isinstance(step, int) and -2**31 <= step < 2**31)) \
             or not 0.0 <= for_s <= _MAX_S:
         return None
     phase = str(state.get("phase", "")).encode()[:PHASE_MAX].decode(errors="ignore").encode()
-    body = _BODY.pack(rank, -1 if step is None else step, KINDS.index(kind_of(state)),
-                      1 if state.get("waiting") else 0, for_s, len(phase))
+    flags = (_WAITING if state.get("waiting") else 0) | (0 if step is None else _IN_STEP)
+    body = _BODY.pack(rank, step or 0, KINDS.index(kind_of(state)), flags, for_s, len(phase))
     return _signed(key, _REPLY_MAGIC + nonce + body + phase)
 
 
@@ -104,9 +105,9 @@ def read_reply(key: bytes, msg: bytes, nonce: bytes, rank: int) -> dict[str, Any
     if data is None:
         return None
     at += NONCE_LEN
-    r, step, kind, waiting, for_s, n = _BODY.unpack_from(data, at)
+    r, step, kind, flags, for_s, n = _BODY.unpack_from(data, at)
     text = data[at + _BODY.size:]
-    if (r != rank or step < -1 or kind >= len(KINDS) or waiting > 1 or len(text) != n
+    if (r != rank or kind >= len(KINDS) or flags > _WAITING | _IN_STEP or len(text) != n
             or not math.isfinite(for_s) or not 0.0 <= for_s <= _MAX_S):
         return None
     try:
@@ -115,5 +116,5 @@ def read_reply(key: bytes, msg: bytes, nonce: bytes, rank: int) -> dict[str, Any
         return None
     if not phase.isprintable():
         return None
-    return {"phase": phase, "step": None if step < 0 else step, "kind": KINDS[kind],
-            "for_s": for_s, "waiting": bool(waiting)}
+    return {"phase": phase, "step": step if flags & _IN_STEP else None, "kind": KINDS[kind],
+            "for_s": for_s, "waiting": bool(flags & _WAITING)}
