@@ -64,6 +64,20 @@ def report_and_abort(exc: BaseException, rank: int) -> None:
     abort_job(code)
 
 
+def _guarded(watch: Callable[[], None], rank: int, what: str) -> Callable[[], None]:
+    """``watch`` (a supervising thread's body) such that if it fails, the job still ends: a
+    rank that can no longer police itself must not leave the job to hang unwatched."""
+    def run() -> None:
+        try:
+            watch()
+        except Exception as exc:  # whatever failed, the job must still end
+            sys.stderr.write(f"hvdscale: error (rank {rank}): the {what} failed "
+                             f"({type(exc).__name__}: {exc}); ending the job.\n")
+            sys.stderr.flush()
+            abort_job(3)
+    return run
+
+
 class StepWatchdog:
     """Ends the job when one step runs longer than ``timeout_s`` (a stuck or very slow rank).
 
@@ -93,7 +107,8 @@ class StepWatchdog:
         global _watchdog
         _watchdog = self  # what this rank answers the others (current_state)
         if timeout_s > 0:
-            threading.Thread(target=self._watch, name="hvdscale-watchdog", daemon=True).start()
+            threading.Thread(target=_guarded(self._watch, rank, "step watchdog"),
+                             name="hvdscale-watchdog", daemon=True).start()
 
     def start_step(self, step: int) -> None:
         kind = self.phase()
@@ -197,7 +212,8 @@ class RunDeadline:
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         if timeout_s > 0:
-            threading.Thread(target=self._watch, name="hvdscale-deadline", daemon=True).start()
+            threading.Thread(target=_guarded(self._watch, rank, "run deadline"),
+                             name="hvdscale-deadline", daemon=True).start()
 
     def enter(self, phase: str, waiting: bool = False) -> None:
         """Mark the start of ``phase`` on this rank."""
@@ -251,7 +267,11 @@ def current_state() -> dict[str, Any]:
 
 def _waiting_for(where: str) -> str:
     """The clause of a waiting rank's message that says whom it waits for."""
-    return waiting_for(where) or (
+    try:
+        named = waiting_for(where)
+    except Exception:  # the message is printed and the job ended regardless
+        named = ""
+    return named or (
         "a rank that is not waiting is stuck (it names itself above when it can; Horovod's "
         "stall warning, if shown, lists the missing ranks)")
 

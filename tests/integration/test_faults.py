@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.hostile import HostileSender
+
 ROOT = Path(__file__).resolve().parents[2]
 BASE_ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
             "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -282,4 +284,31 @@ def test_native_under_horovodrun_gloo_is_refused_with_one_clear_error(strategy: 
     assert out.count(f"strategy.name={strategy} needs an MPI launch") == 1, out[-3000:]
     # No rank's traceback (horovodrun's own RuntimeError on a failed rank is the launcher's).
     assert "<stderr>:Traceback" not in out and "hvdscale/train" not in out, out[-3000:]
+    assert (tmp_path / "results.jsonl").read_text() == before
+
+
+def test_a_hostile_sender_on_loopback_neither_hears_nor_misleads_the_job(tmp_path: Path) -> None:
+    # Rank 1 freezes in step 3 (SIGSTOP: it cannot name itself); rank 0 waits for it, asks the
+    # side channel while a stranger floods both ranks' UDP ports with unsigned and wrongly
+    # signed asks, forged replies ("state": "x") and asks from source port 0 (bounded:
+    # tests/integration/hostile.py). Rank 0 must still name rank 1 and end the job, and the
+    # stranger must get no answer at all.
+    before = _seed_results(tmp_path)
+    marker = f"name=hostile-{tmp_path.name}"
+    with HostileSender(marker) as hostile:
+        r, took = _launch("mpirun", tmp_path, "*:mark:step:2,1:stop:step:3", "--set",
+                          "strategy.name=horovod", "--set", "measure.step_timeout_s=10",
+                          "--set", marker, timeout=150)
+    out = r.stdout + r.stderr
+    print(f"hostile: {hostile.sent} datagrams ({hostile.port0} from port 0) to UDP ports "
+          f"{sorted(hostile.ports)}, {hostile.answers} answers; job ended in {took:.0f}s")
+    assert _trained(out), out[-3000:]  # frozen in training, under the flood
+    assert r.returncode != 0
+    assert took < 75, f"job took {took:.0f}s to end"
+    assert ("hvdscale: error (rank 0): step 3: rank 0 has waited more than "
+            "measure.step_timeout_s=10s for the other ranks; it waits for rank 1 (no answer "
+            "within 2s: stopped, frozen or gone)") in out, out[-3000:]
+    assert hostile.sent >= 1000 and hostile.ports, (hostile.sent, hostile.ports)
+    assert hostile.answers == 0, f"the stranger got {hostile.answers} answers"
+    assert _gone(marker), "the frozen rank survived the job"
     assert (tmp_path / "results.jsonl").read_text() == before

@@ -112,3 +112,40 @@ def test_two_host_sweep_through_horovodrun_hostfile(hosts: TwoHosts, tmp_path: P
         assert rec["words_per_s"] > 0
     launch = (out / "logs/demo_torch_horovod_np2.stdout").read_text().splitlines()[0]
     assert "horovodrun --mpi -np 2 -hostfile" in launch and "--network-interfaces hvd0" in launch
+
+
+# Each rank starts the side channel over MPI's allgather and asks the other (hvdscale.core.peers).
+ASK = """
+import json, socket
+from mpi4py import MPI
+from hvdscale.core.peers import start_peers
+w = MPI.COMM_WORLD
+st = {"phase": "step 1", "step": 1, "kind": "compute", "for_s": 1.0, "waiting": False}
+p = start_peers(w.rank, w.allgather, lambda: st)
+got = p.ask(timeout_s=5.0)
+print("PEERS " + json.dumps({"host": socket.gethostname(), "bound": p.me["addr"],
+                             "got": got}), flush=True)
+w.barrier()
+"""
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_the_side_channel_spans_the_two_hosts(hosts: TwoHosts, tmp_path: Path,
+                                              named: bool) -> None:
+    # Named: the launcher names the interface (what --network-interfaces does); otherwise the
+    # channel takes the address its routing uses to reach the other host. Never 0.0.0.0,
+    # never loopback across hosts, and each rank hears the other.
+    script = tmp_path / "ask.py"
+    script.write_text(ASK)
+    pin = "--mca btl_tcp_if_include hvd0 --mca oob_tcp_if_include hvd0" if named else ""
+    mpirun = (f"cd {ROOT} && env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+              f"mpirun -np 2 -H {hosts.addr[0]}:1,{hosts.addr[1]}:1 {pin} "
+              f"{sys.executable} {script}")
+    r = subprocess.run(hosts.in_first(mpirun), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    seen = [json.loads(x.split("PEERS ", 1)[1]) for x in r.stdout.splitlines() if "PEERS " in x]
+    assert sorted(s["host"] for s in seen) == sorted(hosts.names), r.stdout
+    for s in seen:
+        assert s["bound"] in hosts.addr, s  # the interface the ranks talk over
+        assert list(s["got"].values()) == [{"phase": "step 1", "step": 1, "kind": "compute",
+                                            "for_s": 1.0, "waiting": False}], s

@@ -10,29 +10,26 @@ import pytest
 
 from hvdscale.core import peers
 from hvdscale.study.sweep.launcher import error_summary
+from tests.peer_ranks import start_ranks, stop_ranks, take_endpoint
 
 
 def _state(phase: str, waiting: bool, for_s: float = 7.0) -> dict[str, Any]:
-    return {"phase": phase, "step": None, "for_s": for_s, "waiting": waiting}
+    return {"phase": phase, "step": None, "for_s": for_s, "waiting": waiting,
+            "kind": "communicate" if waiting else "compute"}
 
 
 @pytest.fixture
-def ranks(monkeypatch: pytest.MonkeyPatch) -> dict[int, peers.Peers]:
-    """Three ranks in this process; rank 0 asks. Rank 3 is a bound socket that never answers
-    (a stopped or frozen rank)."""
+def ranks() -> dict[int, peers.Peers]:
+    """Four ranks in this process; rank 0 asks. Rank 3's answering address is a bound socket
+    that never answers (a stopped or frozen rank)."""
     states = {0: _state("step 3", True), 1: _state("step 3", False, 24.0),
-              2: _state("step 3", True)}
-    ps = {r: peers.Peers(r, lambda r=r: states[r]) for r in states}
+              2: _state("step 3", True), 3: _state("step 3", True)}
     silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     silent.bind(("127.0.0.1", 0))
-    everyone = [p.me for p in ps.values()]
-    everyone.append({"host": socket.gethostname(), "port": silent.getsockname()[1],
-                     "addrs": ["127.0.0.1"]})
-    for r, p in ps.items():
-        p.others = {o: info for o, info in enumerate(everyone) if o != r}
-    monkeypatch.setattr(peers, "_peers", ps[0])
+    ps = start_ranks({r: lambda r=r: states[r] for r in states}, take_endpoint(3, silent))
     ps[0].states = states  # type: ignore[attr-defined]
     yield ps
+    stop_ranks(ps)
     silent.close()
 
 
@@ -43,8 +40,9 @@ def test_ask_returns_each_answer_and_none_for_a_silent_rank(ranks: dict) -> None
 
 def test_the_waiting_rank_names_the_busy_and_the_silent_rank(ranks: dict) -> None:
     named = peers.waiting_for("step 3", timeout_s=0.5)
-    assert named == ("it waits for rank 3 (no answer within 0.5s: stopped, frozen or gone), "
-                     "rank 1 (busy in step 3 for 24s)")
+    # The busy rank first (the slow one), then the silent one.
+    assert named == ("it waits for rank 1 (busy in step 3 for 24s), "
+                     "rank 3 (no answer within 0.5s: stopped, frozen or gone)")
     # Rank 2 waits where rank 0 does: it is not the one rank 0 waits for.
     assert "rank 2" not in named
 
@@ -95,3 +93,15 @@ def test_a_rank_answers_its_run_phase_or_its_step() -> None:
     dog.stop()
     supervise.phase("gather of the ranks' timings", waiting=True)
     assert supervise.current_state()["waiting"] is True
+
+
+def test_the_channel_binds_loopback_on_one_host_and_never_a_shared_bridge() -> None:
+    from hvdscale.core.peers_addr import bind_address
+
+    one_host = [{"host": "a", "addrs": ["10.0.0.1", "172.17.0.1"]}] * 3
+    assert bind_address(1, one_host) == "127.0.0.1"
+    # docker0's 172.17.0.1 is on both hosts (listed first here): it reaches no other host.
+    two = [{"host": "a", "addrs": ["172.17.0.1", "10.9.0.1"]},
+           {"host": "b", "addrs": ["172.17.0.1", "10.9.0.2"]}]
+    assert bind_address(0, two) == "10.9.0.1"
+    assert bind_address(1, two) == "10.9.0.2"

@@ -62,3 +62,14 @@ def test_a_rank_answers_the_kind_of_its_phase_and_the_time_since_it_began() -> N
         dog.stop()
     supervise.phase("gather of the ranks' timings", waiting=True)
     assert supervise.current_state()["kind"] == "communicate"
+
+
+def test_many_silent_ranks_do_not_hide_the_slow_one() -> None:
+    # 256 peers, 200 of them silent (answers lost), rank 250 computing: it is named first, and
+    # the silent ranks are cut with an honest count.
+    answers: dict[int, Any] = {r: None for r in range(1, 201)}
+    answers.update({r: _st(3, "communicate") for r in range(201, 257)})
+    answers[250] = _st(3, "compute", 40.0)
+    got = peers.blame("step 3", answers, (0, _st(3, "communicate")))
+    assert got == ("it waits for rank 250 (busy in step 3 for 40s), ranks 1, 2, 3, 4, 5, 6, 7, "
+                   "8 and 192 more (no answer within 2s: stopped, frozen or gone)"), got
