@@ -188,6 +188,36 @@ def agree(world: World, listen: Callable[[str, int], int]) -> Rendezvous:
     return Rendezvous(addr, port, ifname, "agreed")
 
 
+def job_addresses(ranks: list[tuple[str, list[Address], tuple[str, ...]]]) -> list[str] | None:
+    """Each rank's own address on the job's network, from every rank's (hostname, addresses,
+    named interfaces), the same on every rank that computes it: rank 0's as :func:`agree`
+    picks it, every other host's on its interface toward that one. None: one host, or some
+    host has no such address (then the caller keeps host names)."""
+    hosts = {h: own for h, own, _ in ranks}
+    if len(hosts) == 1:
+        return None
+    h0, own0, named = ranks[0]
+    others = [[a for _, a, _ in own] for h, own in hosts.items() if h != h0]
+    try:
+        addr0 = _shared_address(own0, others, named)
+    except RuntimeError:
+        return None
+    per_host = {h0: addr0}
+    for h, own in hosts.items():
+        if h != h0:
+            ifname = _interface_toward(addr0, own, named)
+            mine = [a for i, a, _ in own if i == ifname]
+            if not mine:
+                return None
+            per_host[h] = mine[0]
+    return [per_host[h] for h, _, _ in ranks]
+
+
+def addresses() -> list[Address]:
+    """This host's IPv4 (interface, address, netmask), loopback excluded."""
+    return _addresses()
+
+
 def _loopback_if() -> str | None:
     """The loopback interface's name (gloo must use it when every rank is on one host)."""
     import psutil
