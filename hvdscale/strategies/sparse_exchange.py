@@ -1,12 +1,16 @@
 """One parameter-server step with embedding gradients sent as (unique row ids, summed rows).
 
-Push (worker to the server of each shard, non-blocking): an int64 header with, per embedding
-segment of the shard, the number of rows sent sparse (-1: the segment is sent dense), then the
-dense pieces, then per embedding segment either its ids and gathered rows or its dense block,
-then the token count. The server reads the actual sizes with ``Probe`` before receiving, checks
-every push (ids in range, values matching ids x width, dense blocks whole), and all ranks agree
-on the outcome with one small allreduce, so a bad push is one clear error on every rank, never a
-truncation on one rank and a hang on the others.
+Push (worker to the server of each shard, non-blocking): an int64 header with the number of
+dense pieces and, per embedding segment of the shard, the number of rows sent sparse (-1: the
+segment is sent dense), then the dense pieces, then per embedding segment either its ids and
+gathered rows or its dense block, then the token count. The server reads the actual sizes with
+``Probe`` before receiving and checks every push (a header that does not match its layout: it
+takes every message of that push up to the token count, never probing for a segment that may
+not come; ids in range, values matching ids x width, dense blocks whole, the token count a
+whole number >= 0). A server that found a problem leaves its shard as it was but still replies;
+workers check the replies (header, row ids in range: a negative id would wrap); then all ranks
+agree on the outcome with one small allreduce, so a bad message is one clear error on every
+rank, never a truncation on one rank and a hang on the others.
 
 Merge (server): the dense pieces are summed over workers in worker order, the embedding segments
 start from zero and get each worker's rows added (``np.add.at``, so a repeated id is summed, as
