@@ -11,6 +11,10 @@ adapter's flat buffers (no pickling; no copies on the worker side with PyTorch, 
 the model's memory; TensorFlow's adapter copies gradients out and parameters back in, once per
 step each); every transfer is non-blocking, so pushes to and pulls from different servers
 proceed at the same time. Written once against ``frameworks.base.Adapter`` for both frameworks.
+Nothing received is believed unchecked: a server checks each push's received count
+(``MPI.Status``: MPI accepts a shorter message into a larger buffer) and token count (a NaN or
+negative count would silently skip the update), and all ranks agree on the outcome with one
+small allreduce per step before any update, so a bad push is one clear error on every rank.
 
 Placements: ``colocated``: every rank computes, ranks 0..S-1 also serve. ``dedicated``: ranks
 0..S-1 only serve; ranks S.. compute.
