@@ -18,8 +18,8 @@ from hvdscale.strategies import param_server, sparse_exchange
 from tests.exactness import config, distributed
 from tests.sparse_cases import sparse_config
 
-pytestmark = [pytest.mark.np3,
-              pytest.mark.skipif(is_gloo_launch(), reason="the parameter server needs MPI")]
+pytestmark = [pytest.mark.np3, pytest.mark.skipif(
+    is_gloo_launch(), reason="the parameter server needs an MPI launch")]
 
 
 class Tamper:
