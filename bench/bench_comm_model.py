@@ -28,6 +28,7 @@ from pathlib import Path
 
 from bench_ps_comm import HEAVY  # bench/ is on sys.path when a script runs
 from emit import emit
+from scratch import scratch_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED_RATE = 55411.433  # words/s, 1 GPU, cudnn_lstm, seed notes 000_*.txt ("ideal case")
@@ -51,7 +52,8 @@ def sh(*args: str) -> str:
 
 def main() -> int:
     args = _parse_args()
-    out = Path(args.out)
+    out = scratch_dir(args.out, "hvdscale-bench-comm-model-")
+    print(f"work directory: {out}", file=sys.stderr)
     load = {"start": list(os.getloadavg())}
     cb, busbw = _commbench(args, out, load)
     validation = _validation(args, out, load)
@@ -89,8 +91,9 @@ def main() -> int:
 
 def _parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="/tmp/hvdscale-bench-comm-model",
-                    help="work directory (commbench and sweep results)")
+    ap.add_argument("--out", default=None,
+                    help="work directory (commbench and sweep results; default: a fresh "
+                         "private temporary one)")
     ap.add_argument("--sizes", default="4B..256MB")
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=4)
@@ -98,7 +101,10 @@ def _parse_args() -> argparse.Namespace:
     ap.add_argument("--reuse", action="store_true",
                     help="analyse the commbench and sweep results already in --out again "
                          "(no new measurements)")
-    return ap.parse_args()
+    args = ap.parse_args()
+    if args.reuse and not args.out:
+        ap.error("--reuse needs --out DIR, the work directory of the earlier run")
+    return args
 
 
 def _commbench(args: argparse.Namespace, out: Path, load: dict) -> tuple[dict, dict]:

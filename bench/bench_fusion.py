@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from emit import emit  # bench/ is on sys.path when a script runs
+from scratch import scratch_dir
 
 from hvdscale.study import fusion, fusion_report
 from hvdscale.study.recommend import paired_ratios, recommend
@@ -81,8 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--threshold-mb", default=THRESHOLDS)
     ap.add_argument("--cycle-ms", default=CYCLES)
     ap.add_argument("--set", action="append", default=[])
-    ap.add_argument("--work", default="/tmp/hvdscale-bench-fusion",
-                    help="records, timelines and logs of the launches (kept; a rerun resumes)")
+    ap.add_argument("--work", default=None,
+                    help="records, timelines and logs of the launches (kept; a rerun naming "
+                         "the same directory resumes; default: a fresh private temporary one)")
     ap.add_argument("--fresh", action="store_true", help="clear --work first")
     ap.add_argument("--results", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--no-autotune", action="store_true",
@@ -100,8 +102,10 @@ def main() -> int:
     os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
     os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if args.fresh:
+    if args.fresh and args.work:
         shutil.rmtree(args.work, ignore_errors=True)
+    args.work = str(scratch_dir(args.work, "hvdscale-bench-fusion-"))
+    print(f"work directory: {args.work}", file=sys.stderr)
     for config in args.configs.split(","):
         name = Path(config).stem
         out = Path(args.work) / name

@@ -31,6 +31,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from scratch import scratch_dir  # noqa: E402  (bench/ is on sys.path when a script runs)
+
 from hvdscale.records.store import read_records  # noqa: E402
 from hvdscale.study.predict.ownfit import fit_records  # noqa: E402
 from hvdscale.study.report.decompose import baseline, per_step  # noqa: E402
@@ -130,8 +132,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     from tests.integration.test_netns import TwoHosts  # the same hosts the tests make
 
-    work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
+    work = scratch_dir(args.work, "hvdscale-predict-validate-")
     h = TwoHosts(work, str(os.getpid() % 10000))
     # own names and subnet (10.100-149.x), apart from test_netns's (200) and slurm's (150)
     pair = host_pair(str(os.getpid() % 10000), "hvdpv", "hvp", "hvdpv", 100)
@@ -218,7 +219,8 @@ def main() -> int:
     ap.add_argument("--max-np", type=int, default=4)
     ap.add_argument("--fit-max", type=int, default=2)
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS))
-    ap.add_argument("--work", default="/tmp/hvdscale_predict_validate")
+    ap.add_argument("--work", default=None, help="scratch directory (ssh keys, sshd configs, "
+                    "sweeps; default: a fresh private temporary one)")
     ap.add_argument("--launcher-args", default="", help="passed to each sweep")
     ap.add_argument("--out", default="", help="write the raw JSON here")
     args = ap.parse_args()

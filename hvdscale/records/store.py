@@ -4,6 +4,13 @@ An append reads the file, writes old lines plus the new one to a temporary file 
 directory, fsyncs it and renames it over the original, all under an exclusive lock on a side
 file. A crash at any point leaves either the old file or the new one: never a half line, never
 lost records, and two sweeps writing into one directory never interleave.
+
+A results directory may be shared by the colleagues of a group (group-writable, often setgid):
+the lock file is created group-writable (less the umask, as any file), a colleague who cannot
+open it for writing locks it read-only (``flock`` needs no write access), the files written by
+rename get the umask's mode (or the replaced file's), never a temporary file's 0600, and the
+preflight (``check_writable``) proves the lock can be taken, so a run that could not record
+fails before it trains.
 """
 
 from __future__ import annotations
@@ -23,10 +30,22 @@ from hvdscale.errors import HvdscaleError
 RESULTS_FILE = "results.jsonl"
 
 
+def _lock_path(path: Path) -> Path:
+    return path.with_name(path.name + ".lock")
+
+
+def _open_lock(lock: Path) -> int:
+    """An fd of ``lock`` to ``flock``: created 0666 less the umask (a colleague of the group
+    can open it for writing too), or opened read-only where it cannot be opened for writing."""
+    try:
+        return os.open(lock, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o666)
+    except PermissionError:
+        return os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)
+
+
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    lock = path.with_name(path.name + ".lock")
-    fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+    fd = _open_lock(_lock_path(path))
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -67,6 +86,7 @@ def check_writable(out_dir: str | Path, need_bytes: int = 1 << 20) -> Path:
             os.fsync(f.fileno())
     except OSError as e:
         raise HvdscaleError(f"results directory {d} is not writable: {e.strerror or e}") from None
+    _check_lock_and_results(results_path(d))
     st = os.statvfs(d)
     free = st.f_bavail * st.f_frsize
     existing = results_path(d).stat().st_size if results_path(d).exists() else 0
@@ -77,14 +97,39 @@ def check_writable(out_dir: str | Path, need_bytes: int = 1 << 20) -> Path:
     return d
 
 
-def _temp_like(path: Path) -> tuple[int, str]:
-    """A new temporary file beside ``path`` with the mode ``path`` has (colleagues keep their
-    access to a shared results file), or, for a new file, 0666 less the umask as for any file
-    a program creates; mkstemp's 0600 would survive the rename."""
+def _check_lock_and_results(path: Path) -> None:
+    """The lock beside ``path`` can be opened and locked, and an existing ``path`` read (an
+    append rewrites it), or one clear error now, before the run trains."""
+    what = _lock_path(path)
     try:
-        mode = path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mode = None
+        fd = _open_lock(what)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except BlockingIOError:
+            pass  # another writer holds it now: it can be locked, just not this instant
+        finally:
+            os.close(fd)
+        what = path
+        if path.exists():
+            with open(path, "rb"):
+                pass
+    except OSError as e:
+        raise HvdscaleError(f"{what} cannot be opened: {e.strerror or e}; a record could not "
+                            "be written there (in a shared results directory, ask its owner to "
+                            "make it readable and writable by the group)") from None
+
+
+def temp_beside(path: Path, keep_mode: bool = True) -> tuple[int, str]:
+    """A new temporary file beside ``path`` with the mode ``path`` has (``keep_mode``:
+    colleagues keep their access to a shared results file), or 0666 less the umask as for any
+    file a program creates; mkstemp's 0600 would survive the rename."""
+    mode = None
+    if keep_mode:
+        try:
+            mode = path.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            pass
     for _ in range(100):
         tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         try:
@@ -97,6 +142,20 @@ def _temp_like(path: Path) -> tuple[int, str]:
     raise FileExistsError(f"no free temporary name beside {path}")  # pragma: no cover
 
 
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file beside it (``temp_beside``: the
+    umask's mode, also over an older file, for generated files such as reports) and a rename."""
+    fd, tmp = temp_beside(path, keep_mode=False)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 def append_record(out_dir: str | Path, record: dict[str, Any]) -> Path:
     """Append one record to ``out_dir/results.jsonl`` atomically; returns the file's path."""
     path = results_path(out_dir)
@@ -106,7 +165,7 @@ def append_record(out_dir: str | Path, record: dict[str, Any]) -> Path:
         old = path.read_bytes() if path.exists() else b""
         if old and not old.endswith(b"\n"):
             old += b"\n"  # a file edited by hand; never glue two records together
-        fd, tmp = _temp_like(path)
+        fd, tmp = temp_beside(path)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(old)

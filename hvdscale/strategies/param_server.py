@@ -11,6 +11,10 @@ adapter's flat buffers (no pickling; no copies on the worker side with PyTorch, 
 the model's memory; TensorFlow's adapter copies gradients out and parameters back in, once per
 step each); every transfer is non-blocking, so pushes to and pulls from different servers
 proceed at the same time. Written once against ``frameworks.base.Adapter`` for both frameworks.
+Nothing received is believed unchecked: a server checks each push's received count
+(``MPI.Status``: MPI accepts a shorter message into a larger buffer) and token count (a NaN or
+negative count would silently skip the update), and all ranks agree on the outcome with one
+small allreduce per step before any update, so a bad push is one clear error on every rank.
 
 Placements: ``colocated``: every rank computes, ranks 0..S-1 also serve. ``dedicated``: ranks
 0..S-1 only serve; ranks S.. compute.
@@ -32,7 +36,7 @@ import numpy as np
 from hvdscale.config import PSConfig
 from hvdscale.core.data import Batch
 from hvdscale.strategies.base import Adapter, Strategy
-from hvdscale.strategies.sparse_exchange import SparseExchange, agree
+from hvdscale.strategies.sparse_exchange import SparseExchange, agree, token_problem
 from hvdscale.strategies.sparse_rows import align_bounds, check_tables, row_ranges
 
 GRAD_TAG, TOKENS_TAG, PARAM_TAG = 101, 102, 103
@@ -110,21 +114,23 @@ class ParameterServer(Strategy):
                 for s, (lo, hi) in zip(self.servers, self.shards, strict=True)]
 
     def _exchange(self, push: bool) -> None:
-        """One round: (push gradients,) servers update, workers pull parameters."""
+        """One round: (push gradients, servers check them, all ranks agree,) servers update,
+        workers pull parameters."""
         worker_reqs: list[Any] = []
-        if self.computes:
-            if push:
+        problems: list[str] = []
+        if push:
+            if self.computes:
                 for s, (lo, hi) in zip(self.servers, self.shards, strict=True):
                     worker_reqs.append(self.comm.Isend(self.grads[lo:hi], dest=s, tag=GRAD_TAG))
                     worker_reqs.append(self.comm.Isend(self.tokens_out, dest=s, tag=TOKENS_TAG))
+            if self.serves:
+                problems = self._receive_pushes()
+            # A short or malformed push is one error on every rank, before any update.
+            agree(self.comm, problems, "bad push")
+        if self.computes:
             worker_reqs += self._worker_pull()
         if self.serves:
             if push:
-                reqs = []
-                for i, w in enumerate(self.workers):
-                    reqs.append(self.comm.Irecv(self.recv[i], source=w, tag=GRAD_TAG))
-                    reqs.append(self.comm.Irecv(self.tokens_in[i], source=w, tag=TOKENS_TAG))
-                self.MPI.Request.Waitall(reqs)
                 t = time.perf_counter()
                 total_tokens = float(self.tokens_in.sum())
                 # Sum in worker order, then one division: the token-weighted mean gradient.
@@ -137,29 +143,61 @@ class ParameterServer(Strategy):
             self.MPI.Request.Waitall(self._server_push_params())
         self.MPI.Request.Waitall(worker_reqs)
 
+    def _receive_pushes(self) -> list[str]:
+        """Every worker's gradient shard and token count, each checked: received counts (MPI
+        accepts a shorter message into a larger buffer, leaving stale values) and the token
+        count's value; returns the problems found."""
+        MPI, lo, hi = self.MPI, *self.shards[self.rank]
+        reqs = []
+        for i, w in enumerate(self.workers):
+            reqs.append(self.comm.Irecv(self.recv[i], source=w, tag=GRAD_TAG))
+            reqs.append(self.comm.Irecv(self.tokens_in[i], source=w, tag=TOKENS_TAG))
+        statuses = [MPI.Status() for _ in reqs]
+        try:
+            MPI.Request.Waitall(reqs, statuses)
+        except MPI.Exception as e:  # a longer message than the buffer: truncated
+            return [f"server {self.rank} got a push longer than its buffer "
+                    f"({e.Get_error_string()})"]
+        problems = []
+        for i, w in enumerate(self.workers):
+            got = statuses[2 * i].Get_count(MPI.BYTE) // self.recv.itemsize
+            if got != hi - lo:
+                problems.append(f"rank {w} pushed {got} gradient values for server "
+                                f"{self.rank}'s shard of {hi - lo}")
+            n = statuses[2 * i + 1].Get_count(MPI.BYTE) // 8
+            bad = token_problem(w, self.tokens_in[i][:n])
+            if bad:
+                problems.append(bad)
+        return problems
+
     def _sparse_exchange(self, touched: list[np.ndarray]) -> None:
-        """One round with sparse embedding gradients (``SparseExchange``)."""
+        """One round with sparse embedding gradients (``SparseExchange``): a server that found
+        a bad push leaves its shard as it was but still replies, so nobody waits, and every
+        rank raises the same error at the one agreement after the pull."""
         sx = self.sparse
         assert sx is not None
         sends, problems = sx.push(touched, self.tokens_out) if self.computes else ([], [])
+        replies: list[Any] = []
         if self.serves:
             pushes, found = sx.receive()
             problems += found
-        self.MPI.Request.Waitall([r for r, _ in sends])
-        agree(self.comm, problems)
-        replies: list[Any] = []
-        if self.serves:
+            whole = not found and all(ids is not None or rows is not None
+                                      for _, parts in pushes for ids, rows in parts)
             t = time.perf_counter()
-            sx.count_push(pushes)
-            unions = sx.merge(pushes)
-            total_tokens = float(self.tokens_in.sum())
-            if total_tokens > 0:  # as the dense path: no tokens anywhere, no update
-                self.opt.grad /= total_tokens
-                self.opt.step()
+            unions: list[Any] = [None] * sum(g.sparse_capable for g in sx.segs[self.rank])
+            if whole:
+                sx.count_push(pushes)
+                unions = sx.merge(pushes)
+                total_tokens = float(self.tokens_in.sum())
+                if total_tokens > 0:  # as the dense path: no tokens anywhere, no update
+                    self.opt.grad /= total_tokens
+                    self.opt.step()
             self.server_compute_times.append(time.perf_counter() - t)
             replies = sx.send_params(unions)
         if self.computes:
-            sx.pull()
+            problems += sx.pull()
+        self.MPI.Request.Waitall([r for r, _ in sends])
+        agree(self.comm, problems, "bad sparse push or reply")
         self.MPI.Request.Waitall([r for r, _ in replies])
 
     def step(self, batch: Batch | None) -> float:

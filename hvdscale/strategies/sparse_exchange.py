@@ -1,12 +1,16 @@
 """One parameter-server step with embedding gradients sent as (unique row ids, summed rows).
 
-Push (worker to the server of each shard, non-blocking): an int64 header with, per embedding
-segment of the shard, the number of rows sent sparse (-1: the segment is sent dense), then the
-dense pieces, then per embedding segment either its ids and gathered rows or its dense block,
-then the token count. The server reads the actual sizes with ``Probe`` before receiving, checks
-every push (ids in range, values matching ids x width, dense blocks whole), and all ranks agree
-on the outcome with one small allreduce, so a bad push is one clear error on every rank, never a
-truncation on one rank and a hang on the others.
+Push (worker to the server of each shard, non-blocking): an int64 header with the number of
+dense pieces and, per embedding segment of the shard, the number of rows sent sparse (-1: the
+segment is sent dense), then the dense pieces, then per embedding segment either its ids and
+gathered rows or its dense block, then the token count. The server reads the actual sizes with
+``Probe`` before receiving and checks every push (a header that does not match its layout: it
+takes every message of that push up to the token count, never probing for a segment that may
+not come; ids in range, values matching ids x width, dense blocks whole, the token count a
+whole number >= 0). A server that found a problem leaves its shard as it was but still replies;
+workers check the replies (header, row ids in range: a negative id would wrap); then all ranks
+agree on the outcome with one small allreduce, so a bad message is one clear error on every
+rank, never a truncation on one rank and a hang on the others.
 
 Merge (server): the dense pieces are summed over workers in worker order, the embedding segments
 start from zero and get each worker's rows added (``np.add.at``, so a repeated id is summed, as
@@ -98,19 +102,25 @@ class SparseExchange:
                         continue
                     hdr.append(len(i))
                     sends += [(i, IDS_TAG), (rows, ROWS_TAG)]
-            head = np.array(hdr, dtype=np.int64)
+            head = np.array([len(segs) - len(hdr), *hdr], dtype=np.int64)  # dense pieces first
             for buf, tag in [(head, HDR_TAG), *sends, (tokens, TOK_TAG)]:
                 reqs.append((ps.comm.Isend(buf, dest=s, tag=tag), buf))  # hvd:
         return reqs, problems
 
-    def pull(self) -> None:
-        """Receive the updated shards (all rows, or the changed rows) into the parameters."""
-        ps = self.ps
+    def pull(self) -> list[str]:
+        """Receive the updated shards (all rows, or the changed rows) into the parameters;
+        returns the problems found in the servers' replies (a header of the wrong length or
+        count, row ids outside the segment): those rows are not written."""
+        ps, problems = self.ps, []
         params = ps.params
         for s, segs in zip(ps.servers, self.segs, strict=True):
             emb = [g for g in segs if g.sparse_capable]
-            hdr = np.empty(len(emb), dtype=np.int64)
-            ps.comm.Recv(hdr, source=s, tag=PHDR_TAG)  # hvd:
+            hdr = self._recv_probed(s, PHDR_TAG, np.int64)
+            if len(hdr) != len(emb) or any(k > g.rows or k < -1
+                                           for k, g in zip(hdr, emb, strict=True)):
+                problems.append(f"rank {ps.rank} got a reply header {hdr[:8].tolist()} from "
+                                f"server {s} for {len(emb)} embedding segments")
+                continue
             reqs = [ps.comm.Irecv(params[g.lo:g.hi], source=s, tag=PDENSE_TAG)  # hvd:
                     for g in segs if not g.sparse_capable]
             scatter = []
@@ -123,10 +133,16 @@ class SparseExchange:
                 rows = np.empty((k, g.dim), dtype=params.dtype)
                 reqs.append(ps.comm.Irecv(ids, source=s, tag=PIDS_TAG))  # hvd:
                 reqs.append(ps.comm.Irecv(rows, source=s, tag=PROWS_TAG))  # hvd:
-                scatter.append((view.reshape(-1, g.dim), ids, rows))
+                scatter.append((view.reshape(-1, g.dim), ids, rows, g))
             ps.MPI.Request.Waitall(reqs)
-            for view2d, ids, rows in scatter:
+            for view2d, ids, rows, g in scatter:
+                if ids.size and (ids.min() < 0 or ids.max() >= g.rows):  # negative ids wrap
+                    problems.append(f"rank {ps.rank} got row ids {int(ids.min())}.."
+                                    f"{int(ids.max())} of {self.tables[g.table].name} from "
+                                    f"server {s}, outside its rows [0, {g.rows})")
+                    continue
                 view2d[ids] = rows
+        return problems
 
     # --- server side ---------------------------------------------------------------------
 
@@ -139,18 +155,44 @@ class SparseExchange:
         pushes, problems = [], []
         for i, w in enumerate(ps.workers):
             hdr = self._recv_probed(w, HDR_TAG, np.int64)
+            if len(hdr) != 1 + len(emb) or hdr[0] != len(segs) - len(emb):
+                # Another layout: what follows cannot be matched to segments, and probing for
+                # a segment that never comes would block; take everything up to the tokens.
+                problems.append(f"rank {w} pushed a header for {hdr[:1].tolist()} dense "
+                                f"pieces and {len(hdr) - 1} embedding segments; server "
+                                f"{ps.rank} owns {len(segs) - len(emb)} and {len(emb)}")
+                self._drain(w, i, problems)
+                pushes.append(([False], [(None, None)] * len(emb)))
+                continue
             dense = [self._recv_into(ps.recv[i][g.lo - lo:g.hi - lo], w, DENSE_TAG, problems)
                      for g in segs if not g.sparse_capable]
-            parts = []
-            if len(hdr) != len(emb):
-                problems.append(f"rank {w} pushed {len(hdr)} embedding segments, "
-                                f"server {ps.rank} owns {len(emb)}")
-                hdr = np.full(len(emb), -1, dtype=np.int64)  # the shapes still drain below
-            for k, g in zip(hdr, emb, strict=True):
-                parts.append(self._recv_segment(int(k), g, w, problems))
-            ps.comm.Recv(ps.tokens_in[i], source=w, tag=TOK_TAG)  # hvd:
+            parts = [self._recv_segment(int(k), g, w, problems)
+                     for k, g in zip(hdr[1:], emb, strict=True)]
+            self._recv_tokens(w, i, self._recv_probed(w, TOK_TAG, np.float64), problems)
             pushes.append((dense, parts))
         return pushes, problems
+
+    def _drain(self, src: int, i: int, problems: list[str]) -> None:
+        """Receive every message of ``src``'s push, whatever its tag, up to its token count
+        (the push's last message; the next push comes only after this step's agreement)."""
+        ps, status = self.ps, self.ps.MPI.Status()
+        while True:
+            ps.comm.Probe(source=src, tag=ps.MPI.ANY_TAG, status=status)  # hvd:
+            buf = np.empty(status.Get_count(ps.MPI.BYTE), dtype=np.uint8)
+            tag = status.Get_tag()
+            ps.comm.Recv(buf, source=src, tag=tag)  # hvd:
+            if tag == TOK_TAG:
+                self._recv_tokens(src, i, buf.view(np.float64) if buf.size % 8 == 0
+                                  else np.empty(0), problems)
+                return
+
+    def _recv_tokens(self, src: int, i: int, got: np.ndarray, problems: list[str]) -> None:
+        """Keep worker ``src``'s token count if it is one whole, finite, non-negative number."""
+        bad = token_problem(src, got)
+        if bad:
+            problems.append(bad)
+            got = np.zeros(1)
+        self.ps.tokens_in[i] = got[0]
 
     def _recv_probed(self, src: int, tag: int, dtype: Any) -> np.ndarray:
         """Receive a message of whatever size was sent."""
@@ -271,10 +313,21 @@ class SparseExchange:
         st["dense_pulls"] += int((hdr < 0).sum()) * workers
 
 
-def agree(comm: Any, problems: list[str]) -> None:
-    """Every rank learns whether any server found a bad push; all raise the same error."""
+def token_problem(src: int, got: np.ndarray) -> str | None:
+    """What is wrong with worker ``src``'s token-count message (None: one whole, finite,
+    non-negative number): a NaN or negative count would silently skip the update."""
+    if got.size != 1:
+        return f"rank {src} pushed {got.size} token counts (expected 1)"
+    t = float(got[0])
+    if not np.isfinite(t) or t < 0 or t != int(t):
+        return f"rank {src} pushed token count {t!r}: not a whole number >= 0"
+    return None
+
+
+def agree(comm: Any, problems: list[str], what: str = "bad sparse push") -> None:
+    """Every rank learns whether any rank found a problem; all raise the same error."""
     if comm.allreduce(1 if problems else 0) == 0:  # hvd: one small allreduce per step
         return
     everyone = comm.allgather(problems)  # hvd:
     first = next(p for ps in everyone for p in ps)
-    raise HvdscaleError(f"parameter server: bad sparse push: {first}")
+    raise HvdscaleError(f"parameter server: {what}: {first}")

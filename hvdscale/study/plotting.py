@@ -4,12 +4,12 @@ figures written atomically, so a report directory never holds half a PNG."""
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from hvdscale.records import store
 
 
 def pyplot() -> Any:
@@ -23,11 +23,9 @@ def pyplot() -> Any:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file beside it and a rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    """Write ``data`` to ``path`` through a temporary file beside it and a rename, with the
+    umask's mode (a colleague sharing the report directory can read it), not mkstemp's 0600."""
+    store.write_atomic(path, data)
 
 
 def save(fig: Any, path: Path, dpi: int = 110) -> Path:

@@ -4,6 +4,16 @@ TensorFlow's collectives need every worker's gRPC address before the first one s
 launcher (mpirun, srun) already made the ranks, so each rank picks its own port on its own host
 and the addresses are agreed over the harness's MPI world: nobody writes TF_CONFIG by hand.
 A TF_CONFIG the user exported wins, after a check that it describes this job.
+
+With several hosts, the addresses are each rank's own IP address on the job's network (the
+interface the launcher or user names, as ``hvdscale.core.rendezvous`` picks it for PyTorch), so
+the workers talk over that network and never over a bridge every host has. TensorFlow's gRPC
+server itself listens on every interface (it has no bind-address setting): see
+docs/security.md. A fixed ``strategy.mwms.port`` (N + local rank) is checked free on every
+host before TensorFlow starts, so two jobs on one node get one clear error, not a server that
+fails to start; port 0 lets the OS pick (closed again until TensorFlow binds it: a short
+window in which another process could take it; TensorFlow binds it itself, without
+SO_REUSEPORT, so it cannot be held open for it).
 """
 
 from __future__ import annotations
@@ -15,6 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from hvdscale.core import rendezvous
 from hvdscale.errors import ConfigError
 
 LOOPBACK = "127.0.0.1"
@@ -27,10 +38,26 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def worker_addresses(hosts: list[str], ports: list[int]) -> list[str]:
-    """``host:port`` of each rank; one host only: the loopback address (no name lookup)."""
+def worker_addresses(hosts: list[str], ports: list[int],
+                     ips: list[str] | None = None) -> list[str]:
+    """``host:port`` of each rank; one host only: the loopback address (no name lookup);
+    ``ips``: each rank's address on the job's network, used instead of its host name."""
     single = len(set(hosts)) == 1
-    return [f"{LOOPBACK if single else h}:{p}" for h, p in zip(hosts, ports, strict=True)]
+    names = [LOOPBACK] * len(hosts) if single else (ips or hosts)
+    return [f"{h}:{p}" for h, p in zip(names, ports, strict=True)]
+
+
+def port_problem(port: int) -> str:
+    """Why ``port`` cannot be this rank's gRPC port now ('' if it is free on this host)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC binds
+            s.bind(("", port))
+    except OSError as e:
+        return (f"strategy.mwms.port: port {port} on {socket.gethostname()} cannot be bound "
+                f"({e.strerror or e}; another job on this node?): choose another base port, "
+                "or 0 to let each rank's OS pick one")
+    return ""
 
 
 def build_tf_config(addresses: list[str], rank: int) -> dict[str, Any]:
@@ -65,12 +92,18 @@ def agree_tf_config(world: Any, port: int) -> dict[str, Any]:
     for another that skipped it.
     """
     own = free_port() if port == 0 else port + world.local_rank  # hvd: this worker's server
-    everyone = world.allgather((socket.gethostname(), own))  # hvd: addresses agreed over MPI
+    mine = (socket.gethostname(), own, port_problem(own) if port else "",
+            rendezvous.addresses(), rendezvous.named_interfaces(os.environ))
+    everyone = world.allgather(mine)  # hvd: addresses agreed over MPI
     user = os.environ.get("TF_CONFIG", "")
     if user.strip():
         return check_user_tf_config(user, world.rank, world.size)
-    return build_tf_config(worker_addresses([h for h, _ in everyone], [p for _, p in everyone]),
-                           world.rank)
+    problem = next((p for _, _, p, _, _ in everyone if p), "")
+    if problem:  # the same first problem on every rank: all refuse alike, none waits
+        raise ConfigError(problem)
+    ips = rendezvous.job_addresses([(h, a, n) for h, _, _, a, n in everyone])
+    return build_tf_config(worker_addresses([e[0] for e in everyone], [e[1] for e in everyone],
+                                            ips), world.rank)
 
 
 @contextmanager

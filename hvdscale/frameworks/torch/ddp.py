@@ -116,10 +116,10 @@ class DDPStrategy(Strategy):
             # torch's bf16 hook needs NCCL >= 2.10 (or XCCL); every rank refuses alike.
             raise ConfigError("strategy.ddp.comm_hook=bf16 needs a GPU run (NCCL); on CPU "
                               "(gloo) use fp16 or powersgd")
-        self.rendezvous = rv = rendezvous.agree(self.world)
         timeout = timedelta(seconds=self.cfg.timeout_s)
-        with rendezvous.interface(rv):
-            dist.init_process_group(backend, init_method=rendezvous.init_method(rv),  # hvd:
+        store = self._store(timeout)
+        with rendezvous.interface(self.rendezvous):
+            dist.init_process_group(backend, store=store,  # hvd:
                                     rank=self.world.rank, world_size=self.world.size,
                                     timeout=timeout)
             # The token counts travel on a group of their own: their allreduce overlaps the
@@ -131,6 +131,27 @@ class DDPStrategy(Strategy):
         except BaseException:
             dist.destroy_process_group()  # hvd: no half-made group outlives a failed set-up
             raise
+
+    def _store(self, timeout: timedelta) -> dist.Store:
+        """torch.distributed's TCPStore: rank 0 binds it first (the port is published only once
+        it listens, so no other job can take it in between), the others connect to it. The
+        store listens on every interface (TCPStore has no bind address): see docs/security.md.
+        """
+        made: list[dist.TCPStore] = []
+
+        def listen(addr: str, port: int) -> int:
+            made.append(dist.TCPStore(addr, port, self.world.size, is_master=True,  # hvd:
+                                      timeout=timeout, wait_for_workers=False))
+            return int(made[0].port)
+
+        try:
+            self.rendezvous = rv = rendezvous.agree(self.world, listen)
+        except RuntimeError as e:
+            raise HvdscaleError(f"strategy.name=ddp: {e}") from None
+        if made:
+            return made[0]
+        return dist.TCPStore(rv.addr, rv.port, self.world.size, is_master=False,  # hvd:
+                             timeout=timeout)
 
     def _wrap(self, adapter: TorchAdapter) -> None:
         """DDP around the adapter's model, with the configured hook and idle handling."""
