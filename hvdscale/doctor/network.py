@@ -37,11 +37,14 @@ def rendezvous_choice(hosts: list[dict[str, Any]]) -> tuple[str, str]:
     """
     # Kept behind this one call: rendezvous's choice may change (e.g. skip bridges every
     # host has), and the doctor must report whatever the runs will use.
-    from hvdscale.core.rendezvous import _shared_address
+    import os
+
+    from hvdscale.core.rendezvous import _shared_address, named_interfaces
 
     own = [tuple(a) for a in hosts[0]["addresses"]]
     others = [[a[1] for a in h["addresses"]] for h in hosts[1:]]
-    addr = _shared_address(own, others)  # type: ignore[arg-type]
+    # The interface the user or launcher named wins there, so it does here.
+    addr = _shared_address(own, others, named_interfaces(os.environ))  # type: ignore[arg-type]
     return addr, next(a[0] for a in own if a[1] == addr)
 
 
