@@ -10,13 +10,15 @@
 #    ps, independent and ddp in PyTorch on configs/demo.yaml and configs/nmt_cpu_seed.yaml,
 #    each rank's process pinned to a core of its own (bench/pin_rank.sh; one compute thread:
 #    threads.intra_op=1), Horovod's background thread on a spare core; the load is recorded
-#    before and after every sweep (and in every run record);
-# 4. validates `predict --fit` (fit on n <= 4, predict every larger n) and writes the tables
-#    (bench/many_cores_report.py), and runs bench/bench_overhead.py at np = 2 and 8.
+#    before and after every sweep (OUT/load.log) and in every run record; after the first round,
+#    bench/bench_overhead.py at np = 2 and the largest np;
+# 4. validates `predict --fit` (fit on n <= 4, predict every larger n) and writes the tables:
+#    OUT/report.md and OUT/validate.json (bench/many_cores_report.py).
 #
-# Sized from np = 1 and 2 measured on a 2-core machine (docs/offline.md): the whole script should
-# take about 5-6 minutes on 16 cores; a hard deadline ($DEADLINE_S, default 390 s from the start)
-# skips what would not finish, and says so in OUT/phases.log. Results are small text files only.
+# Sized from np = 1 and 2 measured on a 2-core machine (docs/offline.md): about 6-7 minutes on
+# 16 cores. A hard deadline ($DEADLINE_S, default 390 s from the start) cuts or skips what would
+# not finish and says so in OUT/phases.log. Results are small text files only (under 1 MB).
+# Overrides for a try on a small machine: NPS=1,2 ROUNDS=2 DEADLINE_S=3000 LABEL=...
 set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUNDLE=${1:?usage: bench/many_cores.sh BUNDLE OUT}
@@ -83,6 +85,7 @@ sweep() {  # round config sets...
   local round=$1 config=$2 out name budget; shift 2
   name=$(basename "$config" .yaml)
   out="$OUT/round$round/$name"
+  mkdir -p "$OUT/round$round"
   budget=$(( $(left) - RESERVE_S ))
   if (( budget < 10 )); then log "round $round $name skipped: deadline"; return; fi
   local args=(--np "$NPS" --strategies horovod,ps,independent,ddp --out "$out" --no-plot
@@ -112,7 +115,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
     else sweep "$r" configs/nmt_cpu_seed.yaml "${NMT_SETS[@]}"; fi
   done
   # After the first round: the harness overhead where every rank has cores of its own.
-  if (( r == 1 )); then overhead 2; overhead "$max_np"; fi
+  if (( r == 1 )); then overhead 2; (( max_np == 2 )) || overhead "$max_np"; fi
 done
 
 # --- 4. validation and tables --------------------------------------------------------------------

