@@ -45,7 +45,10 @@ if [ -f "$BUNDLE" ]; then  # a tarball: unpack it; its one top folder is the bun
 fi
 VENV=${VENV:-/tmp/hvdscale-many-cores-venv}
 rm -rf "$VENV"
-"${PYTHON:-python3}" -m venv --system-site-packages "$VENV" || { log "ERROR: venv"; exit 1; }
+# Without ensurepip (some site Pythons) the venv runs the site's pip, which installs into it.
+"${PYTHON:-python3}" -m venv --system-site-packages "$VENV" 2>/dev/null \
+  || { rm -rf "$VENV"; "${PYTHON:-python3}" -m venv --without-pip --system-site-packages "$VENV"; } \
+  || { log "ERROR: cannot make a venv with ${PYTHON:-python3}"; exit 1; }
 log "install $BUNDLE into $VENV"
 PYTHON=$VENV/bin/python timeout 240 bash "$REPO/launch/bundle.sh" install "$BUNDLE" \
   > "$OUT/install.log" 2>&1 || { tail -5 "$OUT/install.log"; log "ERROR: install failed"; exit 1; }

@@ -70,7 +70,7 @@ find_build_python() {  # a Python X.Y here to build with: --build-python, python
   local want=$1 p
   for p in ${BUILD_PYTHON:-} python$want python3 "$HOME"/.pyenv/versions/$want*/bin/python$want; do
     command -v "$p" >/dev/null 2>&1 || continue
-    [ "$("$p" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" = "$want" ] \
+    [ "$("$p" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" = "$want" ] \
       && { command -v "$p"; return; }
   done
   die "no Python $want here to build with (pass --build-python, or: pyenv install $want)"
