@@ -130,8 +130,11 @@ def main() -> int:
     tmp = out / ".validate.json.part"
     tmp.write_text(json.dumps(result, indent=2, default=str) + "\n")
     os.replace(tmp, out / "validate.json")
-    print("\n".join(text) if text else "no ok records found")
-    return 0 if text else 1
+    if not text:
+        print(f"no ok run records under {out}/round*/", file=sys.stderr)
+        return 1
+    print("\n".join(text))
+    return 0
 
 
 if __name__ == "__main__":
