@@ -23,6 +23,14 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 die() { echo "install: ERROR: $*" >&2; exit 1; }
 say() { echo "install: $*"; }
 
+# A machine without network: install an offline bundle (launch/bundle.sh, docs/offline.md)
+# into the target's Python ($PYTHON) instead of everything below.
+if [ "${1:-}" = "--offline" ]; then
+  [ -n "${2:-}" ] || die "--offline needs a bundle folder (made by launch/bundle.sh build)"
+  PYTHON=$PYTHON exec bash "$REPO/launch/bundle.sh" install "$2"
+fi
+[ $# -eq 0 ] || die "unknown argument '$1' (usage: launch/install.sh [--offline BUNDLE_DIR])"
+
 # --- preconditions: one clear line naming what is missing -------------------------------
 command -v "$PYTHON" >/dev/null 2>&1 || die "no '$PYTHON' on PATH (Python 3.11 is required)"
 pyver=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
@@ -84,34 +92,18 @@ if [ "$installed_v" = "$HOROVOD_VERSION" ] && horovod_ok; then
   say "horovod $HOROVOD_VERSION already installed and built with torch, tensorflow, MPI, Gloo"
 else
   if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
-    build=$(mktemp -d /tmp/hvdscale-horovod-build.XXXXXX)
-    log="$build/build.log"
+    log=$(mktemp /tmp/hvdscale-horovod-build.XXXXXX.log)
     say "building horovod $HOROVOD_VERSION from source (about 5 minutes on 2 cores); log: $log"
-    pip download -q --no-deps --no-binary :all: "horovod==$HOROVOD_VERSION" -d "$build" >>"$log" 2>&1 \
-      || die "could not download the horovod $HOROVOD_VERSION source distribution (log: $log)"
-    tar -xzf "$build"/horovod-"$HOROVOD_VERSION".tar.gz -C "$build"
-    src="$build/horovod-$HOROVOD_VERSION"
-    # Fix 1: PyTorch >= 2.1 and TensorFlow's bundled abseil need C++17; 0.28.1 pins C++14.
-    for f in "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt"; do
-      sed -i 's/CMAKE_CXX_STANDARD 14/CMAKE_CXX_STANDARD 17/' "$f"
-      grep -q 'CMAKE_CXX_STANDARD 17' "$f" || die "C++17 patch did not apply to $f"
-    done
-    # Fix 2: xla_mpi_ops.cc needs XLA headers tensorflow 2.21 no longer ships (GPU XLA only).
-    sed -i '/xla_mpi_ops.cc/d' "$src/horovod/tensorflow/CMakeLists.txt"
-    ! grep -q 'xla_mpi_ops.cc' "$src/horovod/tensorflow/CMakeLists.txt" || die "XLA patch did not apply"
-    mkdir -p "$build/dist"
     # The GPU variables (HOROVOD_GPU_OPERATIONS, HOROVOD_NCCL_HOME, CUDA_HOME, ...) are
     # exported by the caller and reach Horovod's build through this environment.
     [ -z "${HOROVOD_GPU_OPERATIONS:-}" ] || say "GPU build: HOROVOD_GPU_OPERATIONS=$HOROVOD_GPU_OPERATIONS" \
       "HOROVOD_NCCL_HOME=${HOROVOD_NCCL_HOME:-<system>} CUDA_HOME=${CUDA_HOME:-<nvcc on PATH>}"
-    ( cd "$src" && HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 \
-        HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS="${MAKEFLAGS:--j$(nproc)}" \
-        "$PYTHON" -m pip wheel -v --no-build-isolation --no-deps . -w "$build/dist" ) >>"$log" 2>&1 \
+    # The download, the fixes and the build are shared with launch/bundle.sh.
+    # shellcheck source=launch/horovod_build.sh
+    source "$REPO/launch/horovod_build.sh"
+    HOROVOD_WITH_TENSORFLOW=1 hvd_build_wheel "$PYTHON" "$HOROVOD_VERSION" "$wheel_dir" "$log" \
       || die "horovod build failed (log: $log)"
-    mkdir -p "$wheel_dir"
-    # Copy then rename so an interrupted copy never leaves a cache entry that looks complete.
-    whl=$(ls "$build"/dist/horovod-*.whl)
-    cp "$whl" "$wheel_dir/.$(basename "$whl").part" && mv "$wheel_dir/.$(basename "$whl").part" "$wheel_dir/$(basename "$whl")"
+    whl=$(ls "$wheel_dir"/horovod-*.whl)
     say "cached $(basename "$whl") in $wheel_dir"
   else
     say "using cached horovod wheel from $wheel_dir"

@@ -1,0 +1,141 @@
+"""Tables and the ``predict --fit`` validation of a bench/many_cores.sh output folder.
+
+    python bench/many_cores_report.py OUT [--fit-max 4] > OUT/report.md
+
+OUT holds ``round<k>/<config>/`` sweep folders. Per config, strategy and n: words/s (median
+over rounds, min-max), speedup and efficiency against the same strategy's n = 1, and the
+per-step breakdown (compute, communication, idle; hvdscale.study.decompose). Then per round the
+fit on n <= fit-max predicts every larger n (as bench/bench_predict_validate.py does), and the
+error per strategy and n is tabled with the term the fit got most wrong. Writes
+OUT/validate.json (the rows, recomputable from the records) and prints markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_predict_validate import evaluate  # noqa: E402
+
+from hvdscale.config import load_config  # noqa: E402
+from hvdscale.records.store import read_records  # noqa: E402
+from hvdscale.study.decompose import baseline, per_step  # noqa: E402
+from hvdscale.study.predict.inputs import reduced_bytes_per_step  # noqa: E402
+
+CONFIGS = {"demo": "configs/demo.yaml", "nmt_cpu_seed": "configs/nmt_cpu_seed.yaml"}
+
+
+def _ok(folder: Path) -> list[dict]:
+    return [r for r in read_records(folder) if r.get("status") == "ok"] if folder.is_dir() else []
+
+
+def _strategy(r: dict) -> str:
+    return r["config"]["strategy"]["name"]
+
+
+def scaling_rows(rounds: list[list[dict]]) -> list[dict]:
+    """Words/s, speedup, efficiency and breakdown per (strategy, n), rounds pooled."""
+    cells: dict[tuple[str, int], list[dict]] = {}
+    for recs in rounds:
+        for r in recs:
+            cells.setdefault((_strategy(r), r["workers"]), []).append(r)
+    rows = []
+    for (s, n), recs in sorted(cells.items()):
+        ws = [r["words_per_s"] for r in recs]
+        one = [r["words_per_s"] for r in cells.get((s, 1), [])]
+        row: dict[str, Any] = {"strategy": s, "n": n, "rounds": len(ws),
+                               "words_per_s": statistics.median(ws), "min": min(ws),
+                               "max": max(ws), "loadavg_1min": [r["loadavg"][0] for r in recs]}
+        if one:
+            row["speedup"] = row["words_per_s"] / statistics.median(one)
+            row["efficiency"] = row["speedup"] / n
+        ones = cells.get((s, 1), [])
+        if ones:
+            g1 = baseline(ones).g1
+            parts = [per_step(r, g1) for r in recs]
+            row["breakdown_ms"] = {k: 1e3 * statistics.median(p[k] for p in parts)
+                                   for k in ("compute", "comm", "idle")}
+        rows.append(row)
+    return rows
+
+
+def validation_rows(name: str, rounds: list[list[dict]], fit_max: int) -> list[dict]:
+    """Per round: fit on n <= fit_max, the error at every larger n."""
+    nbytes = reduced_bytes_per_step(load_config(str(ROOT / CONFIGS[name])))
+    out = []
+    for k, recs in enumerate(rounds):
+        ranks = sorted({r["workers"] for r in recs})
+        try:
+            rows = evaluate(recs, fit_max, ranks, nbytes)
+        except Exception as e:  # one round's failed fit must not hide the others' tables
+            out.append({"round": k, "error": f"{type(e).__name__}: {e}"})
+            continue
+        out += [{"round": k, **r} for r in rows]
+    return out
+
+
+def render(name: str, scaling: list[dict], valid: list[dict]) -> str:
+    """Markdown for one config."""
+    lines = [f"## {name}", "", "| strategy | n | words/s (median) | min-max | speedup | "
+             "efficiency | compute ms | comm ms | idle ms | rounds |",
+             "|:--|--:|--:|:--|--:|--:|--:|--:|--:|--:|"]
+    for r in scaling:
+        b = r.get("breakdown_ms", {})
+        lines.append(f"| {r['strategy']} | {r['n']} | {r['words_per_s']:,.0f} | "
+                     f"{r['min']:,.0f}-{r['max']:,.0f} | {r.get('speedup', float('nan')):.2f} | "
+                     f"{r.get('efficiency', float('nan')):.2f} | {b.get('compute', 0):.1f} | "
+                     f"{b.get('comm', 0):.1f} | {b.get('idle', 0):.1f} | {r['rounds']} |")
+    lines += ["", "| round | strategy | n | measured words/s | predicted | error % | "
+              "most wrong term |", "|--:|:--|--:|--:|--:|--:|:--|"]
+    for v in valid:
+        if "error" in v:
+            lines.append(f"| {v['round']} | fit failed: {v['error']} | | | | | |")
+            continue
+        lines.append(f"| {v['round']} | {v['strategy']} | {v['n']} | "
+                     f"{v['measured_words_per_s']:,.0f} | {v['predicted_words_per_s']:,.0f} | "
+                     f"{100 * (v['ratio'] - 1):+.1f} | {v['most_wrong_term']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out")
+    ap.add_argument("--fit-max", type=int, default=4)
+    args = ap.parse_args()
+    out = Path(args.out)
+    rounds = sorted(p for p in out.glob("round*") if p.is_dir())
+    result: dict[str, Any] = {"kind": "many_cores", "fit_max": args.fit_max, "configs": {}}
+    machine = out / "machine.json"
+    if machine.is_file():
+        result["machine"] = json.loads(machine.read_text())
+    text = []
+    for name in CONFIGS:
+        recs = [_ok(r / name) for r in rounds]
+        recs = [r for r in recs if r]
+        if not recs:
+            continue
+        scaling = scaling_rows(recs)
+        valid = validation_rows(name, recs, args.fit_max)
+        result["configs"][name] = {"scaling": scaling, "validation": valid}
+        text.append(render(name, scaling, valid))
+    tmp = out / ".validate.json.part"
+    tmp.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    os.replace(tmp, out / "validate.json")
+    if not text:
+        print(f"no ok run records under {out}/round*/", file=sys.stderr)
+        return 1
+    print("\n".join(text))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
