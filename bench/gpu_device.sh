@@ -36,8 +36,13 @@ if not torch.cuda.is_available():
     sys.exit("gpu_device: ERROR: no GPU visible to torch (CUDA_VISIBLE_DEVICES="
              f"{'unset' if cvd is None else repr(cvd)}): run this on a machine with a GPU")
 PY
-[ -d "$BUNDLE" ] || die "no bundle at $BUNDLE (build one: launch/bundle.sh, docs/offline.md)"
+[ -e "$BUNDLE" ] || die "no bundle at $BUNDLE (build one: launch/bundle.sh, docs/offline.md)"
 mkdir -p "$OUT" || die "cannot create $OUT"
+if [ -f "$BUNDLE" ]; then  # the tarball launch/bundle.sh makes: unpack it beside the results
+  tar -xzf "$BUNDLE" -C "$OUT" || die "cannot unpack $BUNDLE"
+  BUNDLE="$OUT/$(basename "$BUNDLE" .tar.gz)"
+  [ -d "$BUNDLE" ] || die "$1 did not unpack to $(basename "$BUNDLE")"
+fi
 STAGES=",${STAGES:-install,check,strategies,exact,seeds,profile,gemm,batch},"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
 export OMPI_MCA_btl=self,tcp   # a small /dev/shm must not stop two ranks on one host
