@@ -61,11 +61,11 @@ def adapter(cfg: RunConfig, placement: Placement = CPU) -> Any:
 
 def plan(cfg: RunConfig, widx: int, nworkers: int) -> BatchPlan:
     """Worker ``widx``'s batches (an epoch run's plan as the runner makes it)."""
-    corpus = load_corpus(cfg.data, cfg.model.kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
+    corpus = load_corpus(cfg.data, cfg.model.data_kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
                          widx, nworkers)
     if cfg.measure.epochs:
-        return make_plan(corpus, cfg.data, cfg.model.kind, widx, nworkers)
-    return BatchPlan(corpus, cfg.data, cfg.model.kind,
+        return make_plan(corpus, cfg.data, cfg.model.data_kind, widx, nworkers)
+    return BatchPlan(corpus, cfg.data, cfg.model.data_kind,
                      per_rank_batch_size(cfg.data, widx, nworkers), widx)
 
 

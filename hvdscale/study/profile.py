@@ -48,10 +48,10 @@ def _batches(cfg: RunConfig) -> tuple[Any, int, int]:
     from hvdscale.core.data import load_corpus
     from hvdscale.train.data import vocab_sizes
 
-    corpus = load_corpus(cfg.data, cfg.model.kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
+    corpus = load_corpus(cfg.data, cfg.model.data_kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
                          0, 1)
     src_vocab, tgt_vocab = vocab_sizes(cfg, corpus)
-    plan = make_plan(corpus, cfg.data, cfg.model.kind, 0, 1)
+    plan = make_plan(corpus, cfg.data, cfg.model.data_kind, 0, 1)
     return plan.batches(), src_vocab, tgt_vocab
 
 
