@@ -16,6 +16,7 @@ per-rank mean losses, on the same uneven batches, must lie far outside it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,16 @@ K_STEPS = 3
 """Steps of a fixed-step case (an epoch case runs its whole schedule)."""
 NAIVE_MARGIN = 100
 """The negative control must miss by at least this many tolerances."""
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+CUSTOM = {
+    "torch": ("model.kind=custom", "model.task=nmt", "model.builder=transformer_nmt:build",
+              f"model.builder_path={EXAMPLES / 'torch_transformer_nmt'}", "model.hidden_size=16"),
+    "tf": ("model.kind=custom", "model.task=lm", "model.builder=tf_gru_lm:build",
+           f"model.builder_path={EXAMPLES / 'tf_gru_lm'}"),
+}
+"""Overrides that swap the shipped model for a user's own (examples/): a small Transformer
+encoder-decoder for PyTorch, a GRU language model for TensorFlow. Appended to a case's
+overrides, they make the same exactness case run on a custom model."""
 
 
 def config(framework: str, strategy: str, *extra: str) -> RunConfig:
@@ -51,6 +62,11 @@ def config(framework: str, strategy: str, *extra: str) -> RunConfig:
         "data.synthetic.max_len=12", "data.synthetic.mean_len=6",
         "data.synthetic.sentences_per_rank=64", "optim.name=momentum", "optim.lr=0.3",
         f"strategy.name={strategy}", *extra])
+
+
+def model_overrides(framework: str, model: tuple[str, ...] | str) -> tuple[str, ...]:
+    """``model`` as overrides: ``"custom"`` is ``CUSTOM[framework]``, a tuple is itself."""
+    return CUSTOM[framework] if model == "custom" else tuple(model)
 
 
 def adapter(cfg: RunConfig, placement: Placement = CPU) -> Any:
@@ -161,28 +177,33 @@ def check_exact(cfg: RunConfig, params: np.ndarray, nworkers: int, tol: float,
     return judge(params, init, reference(cfg, steps), naive, tol, margin)
 
 
-PS_CASES = [("colocated", 1), ("colocated", 2), ("dedicated", 1)]
-"""(placement, servers) of the parameter-server cases."""
+PS_CASES = [("colocated", 1, ()), ("colocated", 2, ()), ("dedicated", 1, ()),
+            ("colocated", 2, "custom")]
+"""(placement, servers, model overrides) of the parameter-server cases; ``"custom"``: the
+framework's ``CUSTOM`` model."""
 
 
 def ps_cases(test: Callable) -> Callable:
     """Mark a test as the parameter-server cases: parametrised by ``PS_CASES``, run at np=3
     too, skipped under ``horovodrun --gloo`` (the parameter server needs an MPI launch)."""
-    test = pytest.mark.parametrize("placement,servers", PS_CASES)(test)
+    test = pytest.mark.parametrize("placement,servers,model", PS_CASES,
+                                   ids=["-".join(map(str, c[:2])) + ("-custom" if c[2] else "")
+                                        for c in PS_CASES])(test)
     test = pytest.mark.skipif(is_gloo_launch(), reason="the parameter server needs an MPI "
                               "launch")(test)
     return pytest.mark.np3(test)
 
 
-def ps_case(framework: str, placement: str, servers: int,
-            world: Any) -> tuple[RunConfig, np.ndarray, Strategy]:
-    """Train the parameter server with ``servers`` servers placed ``placement``; returns the
-    config, the parameters every worker holds (asserted equal) and the strategy. Skips the case
-    when the servers would leave no worker."""
+def ps_case(framework: str, placement: str, servers: int, world: Any,
+            model: tuple[str, ...] | str = ()) -> tuple[RunConfig, np.ndarray, Strategy]:
+    """Train the parameter server with ``servers`` servers placed ``placement`` (on ``model``'s
+    overrides; ``"custom"``: ``CUSTOM[framework]``); returns the config, the parameters every
+    worker holds (asserted equal) and the strategy. Skips the case when the servers would
+    leave no worker."""
     if placement == "dedicated" and servers >= world.size:
         pytest.skip("no worker left")
     cfg = config(framework, "ps", f"strategy.ps.placement={placement}",
-                 f"strategy.ps.num_servers={servers}")
+                 f"strategy.ps.num_servers={servers}", *model_overrides(framework, model))
     params, strategy = distributed(cfg, world)
     return cfg, worker_params(world, strategy, params), strategy
 
