@@ -27,8 +27,9 @@ class ModelConfig:
     builder_path: str | None = None
     """Directory searched first for ``builder``'s module. A config file that names a builder
     and leaves this unset gets the config file's own directory (made absolute), so a model
-    module next to its config.yaml is found from any working directory. Not part of a run's
-    identity (``builder_sha256`` is)."""
+    module next to its config.yaml is found from any working directory; a relative path is
+    taken from the config file's directory too. Not part of a run's identity
+    (``builder_sha256`` is)."""
     builder_sha256: str | None = None
     """sha256 of the builder module's source, filled in when the config is read (any value
     set by hand is replaced): a changed model is a new experiment."""

@@ -3,15 +3,14 @@ before the first step (a shipped model is built from the shared config alone).""
 
 from __future__ import annotations
 
-from typing import Any
-
 from hvdscale.config import ModelConfig
 from hvdscale.core.world import World
 from hvdscale.errors import HvdscaleError
 from hvdscale.models.custom import shape_mismatch
+from hvdscale.strategies.base import Adapter
 
 
-def check_same_shapes(model: ModelConfig, adapter: Any, world: World) -> None:
+def check_same_shapes(model: ModelConfig, adapter: Adapter, world: World) -> None:
     """Raise the same HvdscaleError on every rank when some rank's (name, shape) list differs
     from rank 0's (the first such rank and its first difference named), so the job ends with
     one message before any parameter is broadcast or reduced."""
