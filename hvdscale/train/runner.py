@@ -141,7 +141,6 @@ def _train(ctx: RunContext, strategy_cfg: StrategyConfig, out_dir: str | Path,
                                      getattr(strategy, "num_workers", world.size))
     adapter = ctx.fw.make_adapter(cfg.model, optim, data.src_vocab, data.tgt_vocab,
                                   ctx.placement)
-    phase("parameter shapes compared with rank 0's", waiting=True)
     check_same_shapes(cfg.model, adapter, world)
     phase("strategy set-up (initial parameters shared)", waiting=True)
     strategy.setup(adapter)

@@ -4,6 +4,7 @@ before the first step (a shipped model is built from the shared config alone).""
 from __future__ import annotations
 
 from hvdscale.config import ModelConfig
+from hvdscale.core.supervise import phase
 from hvdscale.core.world import World
 from hvdscale.errors import HvdscaleError
 from hvdscale.models.custom import shape_mismatch
@@ -16,6 +17,7 @@ def check_same_shapes(model: ModelConfig, adapter: Adapter, world: World) -> Non
     one message before any parameter is broadcast or reduced."""
     if model.kind != "custom":
         return
+    phase("parameter shapes compared with rank 0's", waiting=True)
     everyone = world.allgather(adapter.param_shapes())  # hvd: world's existing allgather
     for rank, theirs in enumerate(everyone[1:], start=1):
         diff = shape_mismatch(theirs, everyone[0])
