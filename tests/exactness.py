@@ -177,18 +177,18 @@ def check_exact(cfg: RunConfig, params: np.ndarray, nworkers: int, tol: float,
     return judge(params, init, reference(cfg, steps), naive, tol, margin)
 
 
-PS_CASES = [("colocated", 1, ()), ("colocated", 2, ()), ("dedicated", 1, ()),
-            ("colocated", 2, "custom")]
-"""(placement, servers, model overrides) of the parameter-server cases; ``"custom"``: the
-framework's ``CUSTOM`` model."""
+PS_CASES = [("colocated", 1), ("colocated", 2), ("dedicated", 1)]
+"""(placement, servers) of the parameter-server cases."""
+PS_MODEL_CASES = [(p, n, ()) for p, n in PS_CASES] + [("colocated", 2, "custom")]
+"""``PS_CASES`` on the shipped model (no overrides), and one on the framework's ``CUSTOM``."""
 
 
 def ps_cases(test: Callable) -> Callable:
-    """Mark a test as the parameter-server cases: parametrised by ``PS_CASES``, run at np=3
-    too, skipped under ``horovodrun --gloo`` (the parameter server needs an MPI launch)."""
-    test = pytest.mark.parametrize("placement,servers,model", PS_CASES,
-                                   ids=["-".join(map(str, c[:2])) + ("-custom" if c[2] else "")
-                                        for c in PS_CASES])(test)
+    """Mark a test as the parameter-server cases: parametrised by ``PS_MODEL_CASES``, run at
+    np=3 too, skipped under ``horovodrun --gloo`` (the parameter server needs an MPI launch)."""
+    test = pytest.mark.parametrize("placement,servers,model", PS_MODEL_CASES,
+                                   ids=[f"{p}-{n}" + ("-custom" if m else "")
+                                        for p, n, m in PS_MODEL_CASES])(test)
     test = pytest.mark.skipif(is_gloo_launch(), reason="the parameter server needs an MPI "
                               "launch")(test)
     return pytest.mark.np3(test)
