@@ -23,7 +23,7 @@ def check_same_eval_loss(framework: str, strategy: str, source: str, world: Any)
                           getattr(fw, "make_native_strategy", None))
     mine = adapter(cfg)
     strat.setup(mine)
-    evalset = make_eval_set(cfg.data, cfg.model.kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
+    evalset = make_eval_set(cfg.data, cfg.model.data_kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
                             16)
     loss, extra_sums = Evaluator(world, mine, evalset, strat.computes).evaluate([1.0])
     strat.finish()

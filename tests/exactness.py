@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -50,6 +51,16 @@ with these cases (PyTorch, 3-4 steps): uncompressed, float32 sums in another ord
 2.4e-7 to 5.2e-7 (Horovod under mpirun and --gloo, np=2 and 3; DDP np=2 and 3); fp16
 compression gives 2.4e-4 to 2.8e-4 (Horovod's compression=fp16, both overlaps; DDP's fp16
 hook). 1e-5 is 19x above the first and 24x below the second."""
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+CUSTOM = {
+    "torch": ("model.kind=custom", "model.task=nmt", "model.builder=transformer_nmt:build",
+              f"model.builder_path={EXAMPLES / 'torch_transformer_nmt'}", "model.hidden_size=16"),
+    "tf": ("model.kind=custom", "model.task=lm", "model.builder=tf_gru_lm:build",
+           f"model.builder_path={EXAMPLES / 'tf_gru_lm'}"),
+}
+"""Overrides that swap the shipped model for a user's own (examples/): a small Transformer
+encoder-decoder for PyTorch, a GRU language model for TensorFlow. Appended to a case's
+overrides, they make the same exactness case run on a custom model."""
 
 
 def config(framework: str, strategy: str, *extra: str) -> RunConfig:
@@ -63,6 +74,11 @@ def config(framework: str, strategy: str, *extra: str) -> RunConfig:
         f"strategy.name={strategy}", *extra])
 
 
+def model_overrides(framework: str, model: tuple[str, ...] | str) -> tuple[str, ...]:
+    """``model`` as overrides: ``"custom"`` is ``CUSTOM[framework]``, a tuple is itself."""
+    return CUSTOM[framework] if model == "custom" else tuple(model)
+
+
 def adapter(cfg: RunConfig, placement: Placement = CPU) -> Any:
     """A fresh adapter of ``cfg``'s framework (seeded: every call starts from the same values)."""
     return load_framework(cfg.framework).make_adapter(
@@ -71,11 +87,11 @@ def adapter(cfg: RunConfig, placement: Placement = CPU) -> Any:
 
 def plan(cfg: RunConfig, widx: int, nworkers: int) -> BatchPlan:
     """Worker ``widx``'s batches (an epoch run's plan as the runner makes it)."""
-    corpus = load_corpus(cfg.data, cfg.model.kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
+    corpus = load_corpus(cfg.data, cfg.model.data_kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
                          widx, nworkers)
     if cfg.measure.epochs:
-        return make_plan(corpus, cfg.data, cfg.model.kind, widx, nworkers)
-    return BatchPlan(corpus, cfg.data, cfg.model.kind,
+        return make_plan(corpus, cfg.data, cfg.model.data_kind, widx, nworkers)
+    return BatchPlan(corpus, cfg.data, cfg.model.data_kind,
                      per_rank_batch_size(cfg.data, widx, nworkers), widx)
 
 
@@ -198,26 +214,31 @@ def check_exact(cfg: RunConfig, params: np.ndarray, nworkers: int, tol: float,
 
 PS_CASES = [("colocated", 1), ("colocated", 2), ("dedicated", 1)]
 """(placement, servers) of the parameter-server cases."""
+PS_MODEL_CASES = [(p, n, ()) for p, n in PS_CASES] + [("colocated", 2, "custom")]
+"""``PS_CASES`` on the shipped model (no overrides), and one on the framework's ``CUSTOM``."""
 
 
 def ps_cases(test: Callable) -> Callable:
-    """Mark a test as the parameter-server cases: parametrised by ``PS_CASES``, run at np=3
-    too, skipped under ``horovodrun --gloo`` (the parameter server needs an MPI launch)."""
-    test = pytest.mark.parametrize("placement,servers", PS_CASES)(test)
+    """Mark a test as the parameter-server cases: parametrised by ``PS_MODEL_CASES``, run at
+    np=3 too, skipped under ``horovodrun --gloo`` (the parameter server needs an MPI launch)."""
+    test = pytest.mark.parametrize("placement,servers,model", PS_MODEL_CASES,
+                                   ids=[f"{p}-{n}" + ("-custom" if m else "")
+                                        for p, n, m in PS_MODEL_CASES])(test)
     test = pytest.mark.skipif(is_gloo_launch(), reason="the parameter server needs an MPI "
                               "launch")(test)
     return pytest.mark.np3(test)
 
 
-def ps_case(framework: str, placement: str, servers: int,
-            world: Any) -> tuple[RunConfig, np.ndarray, Strategy]:
-    """Train the parameter server with ``servers`` servers placed ``placement``; returns the
-    config, the parameters every worker holds (asserted equal) and the strategy. Skips the case
-    when the servers would leave no worker."""
+def ps_case(framework: str, placement: str, servers: int, world: Any,
+            model: tuple[str, ...] | str = ()) -> tuple[RunConfig, np.ndarray, Strategy]:
+    """Train the parameter server with ``servers`` servers placed ``placement`` (on ``model``'s
+    overrides; ``"custom"``: ``CUSTOM[framework]``); returns the config, the parameters every
+    worker holds (asserted equal) and the strategy. Skips the case when the servers would
+    leave no worker."""
     if placement == "dedicated" and servers >= world.size:
         pytest.skip("no worker left")
     cfg = config(framework, "ps", f"strategy.ps.placement={placement}",
-                 f"strategy.ps.num_servers={servers}")
+                 f"strategy.ps.num_servers={servers}", *model_overrides(framework, model))
     params, strategy = distributed(cfg, world)
     return cfg, worker_params(world, strategy, params), strategy
 

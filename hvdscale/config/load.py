@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import yaml
 
+from hvdscale.config.builder import resolve_builder
 from hvdscale.config.run import RunConfig
 from hvdscale.errors import ConfigError
 
@@ -154,7 +155,10 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
         data = loaded
     data = apply_overrides(data, overrides or [])
     cfg = _build(RunConfig, data, "")
-    return cfg
+    # A custom model's module is found next to the config file, and its source hashed now: the
+    # identity of what is run is fixed when the config is read, on every rank and in the sweep.
+    model = resolve_builder(cfg.model, Path(path).parent if path is not None else None)
+    return cfg if model is cfg.model else dataclasses.replace(cfg, model=model)
 
 
 def config_from_dict(data: dict[str, Any]) -> RunConfig:

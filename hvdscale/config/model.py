@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from hvdscale.config.builder import check_custom
 from hvdscale.config.fields import check as _check
 
 
@@ -12,8 +13,26 @@ from hvdscale.config.fields import check as _check
 class ModelConfig:
     """The network trained; read only by the model builders."""
 
-    kind: Literal["nmt", "lm"] = "nmt"
-    """``nmt``: seq2seq LSTM translation model; ``lm``: RNN language model."""
+    kind: Literal["nmt", "lm", "custom"] = "nmt"
+    """``nmt``: seq2seq LSTM translation model; ``lm``: RNN language model; ``custom``: the
+    user's own model, made by ``builder`` (docs/custom-models.md)."""
+    task: Literal["nmt", "lm"] | None = None
+    """Which batches a ``custom`` model gets: ``nmt`` (source and target sentences) or ``lm``
+    (one side; ``tgt_in`` is None). Required with ``kind: custom``; for the shipped models it
+    may only repeat ``kind``."""
+    builder: str | None = None
+    """``kind: custom`` only: ``"PACKAGE.MODULE:FUNCTION"``, the function that builds the
+    model. The module is looked up first in ``builder_path``, then on ``sys.path``
+    (``PYTHONPATH``)."""
+    builder_path: str | None = None
+    """Directory searched first for ``builder``'s module. A config file that names a builder
+    and leaves this unset gets the config file's own directory (made absolute), so a model
+    module next to its config.yaml is found from any working directory; a relative path is
+    taken from the config file's directory too. Not part of a run's identity
+    (``builder_sha256`` is)."""
+    builder_sha256: str | None = None
+    """sha256 of the builder module's source, filled in when the config is read (any value
+    set by hand is replaced): a changed model is a new experiment."""
     rnn_impl: Literal["fused", "loop"] = "fused"
     """``fused``: the library kernel (``nn.LSTM``, the seed notes' cudnn_lstm); ``loop``: an
     explicit per-time-step cell loop (the seed notes' dynamic_rnn)."""
@@ -36,13 +55,20 @@ class ModelConfig:
     seed: int = 1234
     """Seed of the initial parameters (rank 0's are broadcast where the strategy syncs)."""
 
+    @property
+    def data_kind(self) -> str:
+        """The batches the model gets (``nmt`` or ``lm``): ``kind``, or ``task`` when custom."""
+        return str(self.task) if self.kind == "custom" else self.kind
+
     def __post_init__(self) -> None:
-        _check(self.kind in ("nmt", "lm"), "model.kind", "must be 'nmt' or 'lm'", self.kind)
+        _check(self.kind in ("nmt", "lm", "custom"), "model.kind",
+               "must be 'nmt', 'lm' or 'custom'", self.kind)
+        check_custom(self)
         _check(self.rnn_impl in ("fused", "loop"), "model.rnn_impl", "must be 'fused' or 'loop'",
                self.rnn_impl)
         for name in ("embed_dim", "hidden_size", "encoder_layers", "decoder_layers"):
             _check(getattr(self, name) >= 1, f"model.{name}", "must be >= 1", getattr(self, name))
-        if self.bidirectional and self.kind == "nmt":
+        if self.bidirectional and self.kind == "nmt":  # a custom model splits as it likes
             _check(self.hidden_size % 2 == 0, "model.hidden_size",
                    "must be even with a bidirectional encoder", self.hidden_size)
         for name in ("src_vocab", "tgt_vocab"):

@@ -151,12 +151,13 @@ class RunConfig:
                f"mwms is TensorFlow's MultiWorkerMirroredStrategy and needs framework=tf, not "
                f"framework={self.framework}", self.strategy.name)
         kind = self.data.synthetic.kind
-        _check(kind == "uniform" or (kind == "markov") == (self.model.kind == "lm"),
-               "data.synthetic.kind", f"{kind} does not fit model.kind={self.model.kind} "
+        task = self.model.data_kind
+        _check(kind == "uniform" or (kind == "markov") == (task == "lm"),
+               "data.synthetic.kind", f"{kind} does not fit a model of task {task} "
                "(markov: lm, mapped: nmt)", kind)
-        if self.data.source == "text" and self.model.kind == "nmt":
+        if self.data.source == "text" and task == "nmt":
             _check(bool(self.data.text.tgt), "data.text.tgt",
-                   "must name the target-side file for model.kind=nmt", self.data.text.tgt)
+                   "must name the target-side file for an nmt model", self.data.text.tgt)
         check_ddp_join(self)  # settings DDP's join context would deadlock on
 
 

@@ -309,3 +309,11 @@ def concat_batches(batches: Sequence[Batch]) -> Batch:
         tgt_out=stack([b.tgt_out for b in batches]),
         tgt_len=np.concatenate([b.tgt_len for b in batches]),
     )
+
+
+def probe_batch(kind: str) -> Batch:
+    """Two sentences of uneven length as a ``kind`` batch: what a custom model's forward is
+    checked on before training (``frameworks/*/build.py``). Token id 4, the first non-special
+    one, is in every vocabulary (``model.*_vocab >= 5``)."""
+    sents = [np.array([4, 4, 4], dtype=np.int64), np.array([4, 4], dtype=np.int64)]
+    return collate(sents, None if kind == "lm" else sents, kind)

@@ -17,10 +17,13 @@ Label-only fields (never part of the identity):
   on counts (writing a timeline costs time), not the path written to.
 
 Fields that cannot act in a run are dropped as well, so they never split experiments:
-``strategy.horovod``/``ps``/``ddp``/``mwms`` unless the strategy is that one,
+``strategy.horovod``/``ps``/``ddp``/``mwms`` unless the strategy is that one, a custom model's
+fields (``model.task``, ``builder``, ``builder_sha256``) with a shipped model,
 ``data.text`` unless the source is text, ``data.synthetic`` unless it is synthetic, bucketing
 details when bucketing is off, ``measure.steps`` in epoch mode, optimizer settings the chosen
-optimizer does not read.
+optimizer does not read. ``model.builder_path`` (where a custom model's module was found) is
+never part of it: ``model.builder`` and the sha256 of the module's source are, so two different
+models never share an experiment and a changed model is a new one.
 
 An identity splits into the *experiment* (what a table set holds) and the *series* within it:
 ``framework``, ``model.rnn_impl`` and ``strategy`` (with its settings) are compared side by side
@@ -90,6 +93,7 @@ def identity(config: Mapping[str, Any]) -> dict[str, Any]:
         _pop(c, key)
     if c.get("tf32") == "default":  # records from before the setting measured the default
         c.pop("tf32")
+    _drop_custom_fields(c.get("model"))
     horovod = (c.get("strategy") or {}).get("horovod")
     if isinstance(horovod, dict):
         for key in ON_OFF:
@@ -122,6 +126,17 @@ def identity(config: Mapping[str, Any]) -> dict[str, Any]:
         optim.pop("eps", None)
     _drop_idle_warmup(optim, data.get("scaling", "weak"))
     return c
+
+
+def _drop_custom_fields(model: Any) -> None:
+    """Keep a custom model's builder and source hash; drop where its module was found, and
+    the custom fields of a shipped model (records from before them keep their identity)."""
+    if not isinstance(model, dict):
+        return
+    model.pop("builder_path", None)
+    if model.get("kind") != "custom":
+        for name in ("task", "builder", "builder_sha256"):
+            model.pop(name, None)
 
 
 def _drop_idle_warmup(optim: dict[str, Any], scaling: Any) -> None:
@@ -242,7 +257,8 @@ def record_key(config: Mapping[str, Any]) -> dict[str, Any]:
     model, data, measure = c.get("model", {}), c.get("data", {}), c.get("measure", {})
     return {"experiment": experiment_id(config), "identity": identity_id(config),
             "series": series_label(config),
-            "model": model.get("kind"), "framework": c.get("framework"),
+            "model": model.get("kind"), "builder": model.get("builder"),
+            "framework": c.get("framework"),
             "rnn_impl": model.get("rnn_impl"), "strategy": c.get("strategy", {}).get("name"),
             "scaling": data.get("scaling"), "batch_size": data.get("batch_size"),
             "bucketing": data.get("bucketing", {}).get("enabled", False),

@@ -63,6 +63,11 @@ class Adapter(Protocol):
         """(name, element count) of each parameter tensor, in flat-buffer order."""
         ...
 
+    def param_shapes(self) -> list[tuple[str, tuple[int, ...]]]:
+        """(name, shape) of each parameter tensor, in flat-buffer order (a custom model's are
+        compared with rank 0's before the first step)."""
+        ...
+
     def zero_grad(self) -> None:
         """Zero the gradients (a rank without a batch then contributes exact zeros)."""
         ...

@@ -48,10 +48,10 @@ def _batches(cfg: RunConfig) -> tuple[Any, int, int]:
     from hvdscale.core.data import load_corpus
     from hvdscale.train.data import vocab_sizes
 
-    corpus = load_corpus(cfg.data, cfg.model.kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
+    corpus = load_corpus(cfg.data, cfg.model.data_kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
                          0, 1)
     src_vocab, tgt_vocab = vocab_sizes(cfg, corpus)
-    plan = make_plan(corpus, cfg.data, cfg.model.kind, 0, 1)
+    plan = make_plan(corpus, cfg.data, cfg.model.data_kind, 0, 1)
     return plan.batches(), src_vocab, tgt_vocab
 
 
@@ -132,6 +132,14 @@ def run_profile(config: str, overrides: list[str] | None = None, steps: int = 2,
     if not isinstance(steps, int) or steps < 1:
         raise HvdscaleError(f"--steps must be an integer >= 1 (got {steps!r})")
     cfg = load_config(config, overrides or [])
+    if cfg.model.kind == "custom":  # compared as fused against loop: the model needs both
+        from hvdscale.models.custom import builder_module
+
+        declared = tuple(getattr(builder_module(cfg.model), "RNN_IMPLS", ("fused",)))
+        if not set(IMPLS) <= set(declared):
+            raise HvdscaleError(f"hvdscale profile compares rnn_impl fused and loop; "
+                                f"model.builder {cfg.model.builder!r} declares "
+                                f"RNN_IMPLS={declared!r}")
     from hvdscale.core.threads import resolve_threads, thread_env
     from hvdscale.records.provenance import git_revision, versions
 

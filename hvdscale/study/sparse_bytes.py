@@ -81,18 +81,17 @@ def touched_rows(cfg: RunConfig, ranks: int = 1, steps: int = SAMPLE_STEPS,
 
     m = cfg.model
     tgt_vocab = m.tgt_vocab or m.src_vocab
-    fields = {"src_embed.weight": ("src", m.src_vocab), "tgt_embed.weight": ("tgt_in", tgt_vocab),
-              "embed.weight": ("src", m.src_vocab)}
-    tables = {n: fields[n] for n in EMBEDDING_INPUTS.get(m.kind, {})}
+    rows = {"src": m.src_vocab, "tgt_in": tgt_vocab}
+    tables = {n: (field, rows[field]) for n, field in embedding_inputs(cfg).items()}
     counts: dict[str, dict[str, list]] = {n: {} for n in tables}
     # Global bucketing gives every rank the same whole corpus: build it once.
     shared = cfg.data.bucketing.enabled and cfg.data.bucketing.mode == "global"
-    whole = load_corpus(cfg.data, m.kind, m.src_vocab, tgt_vocab, 0, size) if shared else None
+    whole = load_corpus(cfg.data, m.data_kind, m.src_vocab, tgt_vocab, 0, size) if shared else None
     its = []
     for r in range(ranks):  # exactly as the runner batches worker r of size (train/data.py)
         corpus = whole if whole is not None else \
-            load_corpus(cfg.data, m.kind, m.src_vocab, tgt_vocab, r, size)
-        its.append(make_plan(corpus, cfg.data, m.kind, r, size).batches())
+            load_corpus(cfg.data, m.data_kind, m.src_vocab, tgt_vocab, r, size)
+        its.append(make_plan(corpus, cfg.data, m.data_kind, r, size).batches())
     for _ in range(steps):
         batches = [next(it) for it in its]
         for name, (field, _) in tables.items():
@@ -102,6 +101,22 @@ def touched_rows(cfg: RunConfig, ranks: int = 1, steps: int = SAMPLE_STEPS,
                **{k: float(np.mean(v)) for k, v in counts[n].items()}} for n in tables}
     _TOUCHED[key] = out
     return out
+
+
+def embedding_inputs(cfg: RunConfig) -> dict[str, str]:
+    """Each embedding table's parameter name -> the batch field it looks up: the shipped
+    models' tables, or a custom model's declared ``EMBEDDINGS`` (its module imported)."""
+    m = cfg.model
+    if m.kind != "custom":
+        return dict(EMBEDDING_INPUTS[m.kind])
+    from hvdscale.models.custom import builder_module, declared_embeddings
+
+    return declared_embeddings(m, builder_module(m))
+
+
+def table_width(cfg: RunConfig, name: str, rows: float) -> int:
+    """Width of embedding table ``name`` of ``rows`` rows (from the model's own parameters)."""
+    return dict(tensor_sizes(cfg))[name] // int(rows)
 
 
 def sample_ranks(cfg: RunConfig, workers: int) -> int:
@@ -165,10 +180,10 @@ def embedding_bytes(cfg: RunConfig, workers: int = 1) -> dict[str, Any]:
     mode = sparse_active(cfg)
     horovod = cfg.strategy.name == "horovod"
     ids, val = row_bytes(cfg)
-    dim = cfg.model.embed_dim
     out = {}
     per = sampled(cfg, workers)
     for name, t in per.items():
+        dim = table_width(cfg, name, t["rows"])
         dense = table_bytes(t["rows"], dim, t["per_rank"], "dense")
         if horovod and mode != "dense":
             sent = gathered_rows(cfg, t) * (ids + val * dim)
@@ -206,7 +221,7 @@ def ps_bytes(cfg: RunConfig, workers: int) -> tuple[float, float] | None:
     mode = sparse_active(cfg)
     if cfg.strategy.name != "ps" or mode == "dense":
         return None
-    dim, sizes = cfg.model.embed_dim, tensor_sizes(cfg)
+    sizes = tensor_sizes(cfg)
     per = sampled(cfg, workers)
     union = union_rows(cfg, workers)
     push = pull = 0.0
@@ -215,6 +230,7 @@ def ps_bytes(cfg: RunConfig, workers: int) -> tuple[float, float] | None:
             push, pull = push + 4.0 * n, pull + 4.0 * n
             continue
         rows = per[name]["rows"]
+        dim = n // int(rows)
         push += table_bytes(rows, dim, per[name]["per_rank"], mode)
         pull += table_bytes(rows, dim, union[name], mode if cfg.optim.name == "sgd" else "dense")
     return push, pull

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from hvdscale.errors import HvdscaleError
+
 FWD_BWD = 3  # forward, data gradient, weight gradient: three products of the forward's size
 
 
@@ -31,6 +33,9 @@ def flops_per_word(model: dict[str, Any]) -> dict[str, float]:
     decoder and the projection on the target; with both sides of about equal length (the
     synthetic and mapped sources), a word carries half of each.
     """
+    if model["kind"] not in ("nmt", "lm"):
+        raise HvdscaleError(f"useful flops are counted for the shipped models (nmt, lm), not "
+                            f"model.kind={model['kind']}")
     h, e, v = model["hidden_size"], model["embed_dim"], model["tgt_vocab"]
     proj = FWD_BWD * 2 * h * v
     if model["kind"] == "lm":

@@ -30,12 +30,12 @@ def load_data(cfg: RunConfig, strategy: Any, world: World) -> RunData:
     # vocabulary), so a dedicated server's job trains on the same data as colocated ones.
     widx = getattr(strategy, "worker_index", world.rank)
     nworkers = getattr(strategy, "num_workers", world.size)
-    corpus = load_corpus(cfg.data, cfg.model.kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
+    corpus = load_corpus(cfg.data, cfg.model.data_kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
                          widx, nworkers)
     src_vocab, tgt_vocab = vocab_sizes(cfg, corpus)
     plan = None
     if strategy.computes:
-        plan = make_plan(corpus, cfg.data, cfg.model.kind, widx, nworkers)
+        plan = make_plan(corpus, cfg.data, cfg.model.data_kind, widx, nworkers)
     return RunData(corpus, src_vocab, tgt_vocab, plan)
 
 
@@ -45,7 +45,7 @@ def vocab_sizes(cfg: RunConfig, corpus: Any) -> tuple[int, int]:
     if cfg.data.source != "text":
         return m.src_vocab, m.tgt_vocab or m.src_vocab
     pairs = [("model.src_vocab", m.src_vocab, corpus.src_vocab, "data.text.src")]
-    if m.kind == "nmt":
+    if m.data_kind == "nmt":
         pairs.append(("model.tgt_vocab", m.tgt_vocab, corpus.tgt_vocab, "data.text.tgt"))
     for key, want, have, where in pairs:
         if want and want != have:

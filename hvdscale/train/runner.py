@@ -26,6 +26,7 @@ from hvdscale.train.data import load_data
 from hvdscale.train.loop import LoopParts, train_loop
 from hvdscale.train.lr import scaled_optim
 from hvdscale.train.record import build_record, rank_entry
+from hvdscale.train.shapes import check_same_shapes
 from hvdscale.train.until import make_tracker
 
 
@@ -156,6 +157,7 @@ def _train(ctx: RunContext, strategy_cfg: StrategyConfig, out_dir: str | Path,
                                      getattr(strategy, "num_workers", world.size))
     adapter = ctx.fw.make_adapter(cfg.model, optim, data.src_vocab, data.tgt_vocab,
                                   ctx.placement)
+    check_same_shapes(cfg.model, adapter, world)
     phase("strategy set-up (initial parameters shared)", waiting=True)
     strategy.setup(adapter)
 

@@ -167,7 +167,7 @@ def make_tracker(cfg: Any, world: Any, adapter: Any, computes: bool, vocab: tupl
     m = cfg.measure
     if not (m.eval_every or m.eval_every_s or m.until.active):
         return None
-    evalset = make_eval_set(cfg.data, cfg.model.kind, vocab[0], vocab[1], m.eval_batch_size,
+    evalset = make_eval_set(cfg.data, cfg.model.data_kind, vocab[0], vocab[1], m.eval_batch_size,
                             m.eval_max_sentences)
     whole = cfg.data.bucketing.enabled and cfg.data.bucketing.mode == "global"
     # hvd: one small sum at set-up: the epoch's sentences over all workers

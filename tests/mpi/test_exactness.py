@@ -17,11 +17,13 @@ import pytest
 
 from hvdscale.core.world import is_gloo_launch
 from tests.exactness import (
+    CUSTOM,
     FP16_MIN_ERR,
     adapter,
     check_exact,
     distributed,
     identical_replicas,
+    model_overrides,
     ps_case,
     ps_cases,
     reference,
@@ -62,8 +64,10 @@ def test_the_tolerance_catches_per_rank_mean_losses(comm_world) -> None:
     assert float(np.linalg.norm(naive - ref) / np.linalg.norm(ref)) < 1e-2
 
 
-def test_horovod_equals_one_process_on_union(hvd, comm_world) -> None:
-    cfg = _cfg("horovod")
+@pytest.mark.parametrize("model", [(), pytest.param(CUSTOM["torch"], marks=pytest.mark.np3)],
+                         ids=["shipped", "custom"])
+def test_horovod_equals_one_process_on_union(model, hvd, comm_world) -> None:
+    cfg = _cfg("horovod", *model)
     params, _ = distributed(cfg, comm_world)
     identical_replicas(comm_world, params)
     check_exact(cfg, params, comm_world.size, REL_TOL)
@@ -82,13 +86,13 @@ def test_independent_replicas_diverge(comm_world) -> None:
 
 
 @ps_cases
-def test_ps_equals_one_process_and_horovod(placement, servers, hvd, comm_world) -> None:
+def test_ps_equals_one_process_and_horovod(placement, servers, model, hvd, comm_world) -> None:
     # Serve-only ranks hold no replica: what every worker holds is compared.
-    cfg, params, strategy = ps_case("torch", placement, servers, comm_world)
+    cfg, params, strategy = ps_case("torch", placement, servers, comm_world, model)
     check_exact(cfg, params, strategy.num_workers, REL_TOL)
     # The same function as horovod on the same workers' data (colocated: all ranks work).
     if placement == "colocated":
-        hv, _ = distributed(_cfg("horovod"), comm_world)
+        hv, _ = distributed(_cfg("horovod", *model_overrides("torch", model)), comm_world)
         assert rel_change(params, hv, _init(cfg)) < REL_TOL
     info = strategy.info()
     assert sum(info["bytes_per_server"]) == params.size * 4

@@ -11,6 +11,7 @@ import pytest
 
 from hvdscale.errors import ConfigError
 from tests.exactness import (
+    CUSTOM,
     FP16_MIN_ERR,
     adapter,
     check_exact,
@@ -41,8 +42,9 @@ def _run(comm_world, *extra: str) -> tuple[object, np.ndarray, object]:
 
 
 @pytest.mark.np3
-def test_ddp_equals_one_process_on_union(comm_world) -> None:
-    cfg, params, _ = _run(comm_world)
+@pytest.mark.parametrize("model", [(), CUSTOM["torch"]], ids=["shipped", "custom"])
+def test_ddp_equals_one_process_on_union(model, comm_world) -> None:
+    cfg, params, _ = _run(comm_world, *model)
     check_exact(cfg, params, comm_world.size, REL_TOL)
 
 

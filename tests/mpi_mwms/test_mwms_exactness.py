@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.exactness import check_exact, distributed, identical_replicas, worker_steps
+from tests.exactness import CUSTOM, check_exact, distributed, identical_replicas, worker_steps
 from tests.exactness import config as _config
 
 REL_TOL = 1e-4
@@ -26,6 +26,7 @@ def _cfg(*extra: str):  # type: ignore[no-untyped-def]
     (),
     ("optim.name=adam", "optim.lr=0.01"),
     ("model.kind=lm",),
+    pytest.param(CUSTOM["tf"], id="custom"),
 ])
 def test_mwms_equals_one_process_on_union(extra, comm_world) -> None:
     cfg = _cfg(*extra)

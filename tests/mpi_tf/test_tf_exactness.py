@@ -15,6 +15,7 @@ import pytest
 
 from hvdscale.core.world import is_gloo_launch
 from tests.exactness import (
+    CUSTOM,
     check_exact,
     distributed,
     identical_replicas,
@@ -38,6 +39,7 @@ def _cfg(strategy: str, *extra: str):
     ("strategy.horovod.op=average", "optim.name=adam", "optim.lr=0.01"),
     ("strategy.horovod.embedding_grads=gathered",),
     ("strategy.horovod.overlap=after-backward",),
+    pytest.param(CUSTOM["tf"], marks=pytest.mark.np3, id="custom"),
 ])
 def test_tf_horovod_equals_one_process_on_union(extra, hvd, comm_world) -> None:
     cfg = _cfg("horovod", *extra)
@@ -62,8 +64,8 @@ def test_tf_whole_epoch_with_idle_steps_is_exact(strategy, hvd, comm_world) -> N
 
 
 @ps_cases
-def test_tf_ps_equals_one_process(placement, servers, hvd, comm_world) -> None:
-    cfg, params, strategy = ps_case("tf", placement, servers, comm_world)
+def test_tf_ps_equals_one_process(placement, servers, model, hvd, comm_world) -> None:
+    cfg, params, strategy = ps_case("tf", placement, servers, comm_world, model)
     check_exact(cfg, params, strategy.num_workers, REL_TOL)
 
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from hvdscale.config import load_config
 from hvdscale.frameworks.embeddings import EmbeddingRows
+from hvdscale.models import EMBEDDING_INPUTS
 from hvdscale.strategies.param_server import partition
 from hvdscale.strategies.sparse_rows import (
     EmbeddingTable,
@@ -51,7 +52,7 @@ def test_local_ids_and_the_auto_rule() -> None:
 
 def test_embedding_tables_follow_the_flat_layout() -> None:
     sizes = [("src_embed.weight", 50 * 4), ("tgt_embed.weight", 60 * 4), ("proj.weight", 10)]
-    rows = EmbeddingRows("nmt", sizes, 4)
+    rows = EmbeddingRows(EMBEDDING_INPUTS["nmt"], sizes, {"src": 50, "tgt_in": 60})
     assert [(t.name, t.offset, t.rows) for t in rows.tables] == \
         [("src_embed.weight", 0, 50), ("tgt_embed.weight", 200, 60)]
 

@@ -31,6 +31,7 @@ from hvdscale.core.device import CPU, Placement
 from hvdscale.core.lr_warmup import warmup_of, warmup_rates
 from hvdscale.frameworks.embeddings import EmbeddingRows
 from hvdscale.frameworks.shard_optim import NumpyShardOptimizer
+from hvdscale.frameworks.tf.build import build, param_names, probe, shapes
 from hvdscale.frameworks.tf.quiet import tf
 from hvdscale.frameworks.tf.step import (
     LOCAL,
@@ -41,7 +42,7 @@ from hvdscale.frameworks.tf.step import (
     stand_in_batch,
 )
 from hvdscale.models import ModelSizes
-from hvdscale.models.tf import build_model
+from hvdscale.models.custom import check_embeddings
 from hvdscale.strategies.base import Scale
 from hvdscale.strategies.sparse_rows import EmbeddingTable
 
@@ -160,17 +161,22 @@ class TFAdapter:
         self.placement = placement
         self.copy_s = 0.0
         """Seconds copying the flat buffers between the variables and numpy."""
-        self.kind = model_cfg.kind
-        self.model = build_model(model_cfg.kind, model_cfg.rnn_impl,
-                                 ModelSizes.from_config(model_cfg, src_vocab, tgt_vocab),
-                                 model_cfg.seed)
+        self.kind = model_cfg.data_kind
+        """The batches the model takes (``nmt`` or ``lm``)."""
+        self.model, tables = build(model_cfg,
+                                   ModelSizes.from_config(model_cfg, src_vocab, tgt_vocab))
+        if model_cfg.kind == "custom":  # the shipped models keep the contract by construction
+            probe(model_cfg, self.model)
         self.variables: list[tf.Variable] = list(self.model.trainable_variables)  # torch order
-        self._names = list(self.model.param_names())
+        self._names = param_names(self.model)
         self._sizes = [int(np.prod(v.shape)) for v in self.variables]
         self.num_params = int(sum(self._sizes))
         self.optim_cfg = optim_cfg
         self.optimizer = TFOptimizer(optim_cfg, self.variables)
-        self.embeddings = EmbeddingRows(model_cfg.kind, self.tensor_sizes(), model_cfg.embed_dim)
+        rows = {"src": src_vocab, "tgt_in": tgt_vocab}
+        if model_cfg.kind == "custom":
+            check_embeddings(model_cfg, tables, self.param_shapes(), rows)
+        self.embeddings = EmbeddingRows(tables, self.tensor_sizes(), rows)
         self._grads = [tf.Variable(tf.zeros_like(v), trainable=False) for v in self.variables]
         self._flat_params = np.zeros(self.num_params, dtype=np.float32)
         self._flat_grads = np.zeros(self.num_params, dtype=np.float32)
@@ -252,6 +258,10 @@ class TFAdapter:
     def tensor_sizes(self) -> list[tuple[str, int]]:
         """(name, element count) of each parameter tensor, in flat-buffer order."""
         return list(zip(self._names, self._sizes, strict=True))
+
+    def param_shapes(self) -> list[tuple[str, tuple[int, ...]]]:
+        """(name, shape) of each parameter tensor, in flat-buffer order."""
+        return shapes(self.model)
 
     def _inputs(self, batch: Batch) -> list[Any]:
         return batch_inputs(batch)
@@ -360,6 +370,5 @@ def tensor_sizes(model_cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> list
     """(name, element count) of each parameter tensor, in flat-buffer order (see
     ``hvdscale.frameworks.base.Framework``): the same layout as the PyTorch twin's. The model is
     built (its variables allocated) and dropped: TensorFlow has no shapes-only build."""
-    model = build_model(model_cfg.kind, model_cfg.rnn_impl,
-                        ModelSizes.from_config(model_cfg, src_vocab, tgt_vocab), model_cfg.seed)
-    return [(n, int(np.prod(v.shape))) for n, v in model.named_parameters()]
+    model, _ = build(model_cfg, ModelSizes.from_config(model_cfg, src_vocab, tgt_vocab))
+    return [(n, int(np.prod(s))) for n, s in shapes(model)]

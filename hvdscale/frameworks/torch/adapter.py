@@ -22,10 +22,12 @@ import torch
 from hvdscale.config import ModelConfig, OptimConfig
 from hvdscale.core.data import Batch
 from hvdscale.core.device import CPU, Placement
+from hvdscale.errors import HvdscaleError
 from hvdscale.frameworks.embeddings import EmbeddingRows
+from hvdscale.frameworks.torch.build import build, probe
 from hvdscale.frameworks.torch.warmup import warmup_optimizer
 from hvdscale.models import ModelSizes
-from hvdscale.models.torch import build_model
+from hvdscale.models.custom import check_embeddings
 from hvdscale.strategies.base import Scale
 from hvdscale.strategies.sparse_rows import EmbeddingTable
 
@@ -115,11 +117,14 @@ class TorchAdapter:
         self.placement = placement
         self.device = torch.device(placement.name)
         self._cuda = placement.kind == "cuda"
-        self.model = build_model(model_cfg.kind, model_cfg.rnn_impl,
-                                 ModelSizes.from_config(model_cfg, src_vocab, tgt_vocab))
+        self.model, tables = build(model_cfg,
+                                   ModelSizes.from_config(model_cfg, src_vocab, tgt_vocab))
         # Initialised on the CPU from the seed, then moved: the same initial values on any device.
         self.model.to(self.device)
-        self.kind = model_cfg.kind
+        if model_cfg.kind == "custom":  # the shipped models keep the contract by construction
+            probe(model_cfg, self.model, self.device)
+        self.kind = model_cfg.data_kind
+        """The batches the model takes (``nmt`` or ``lm``)."""
         self.forward_model: torch.nn.Module = self.model
         """What forward runs through: the model, or a wrapper of it (DDP's)."""
         self.grad_views = True
@@ -150,7 +155,10 @@ class TorchAdapter:
                 p.grad = self.flat_grads[off : off + k].view_as(p)
                 off += k
         self.optimizer = make_optimizer(self.params, optim_cfg)
-        self.embeddings = EmbeddingRows(model_cfg.kind, self.tensor_sizes(), model_cfg.embed_dim)
+        rows = {"src": src_vocab, "tgt_in": tgt_vocab}
+        if model_cfg.kind == "custom":
+            check_embeddings(model_cfg, tables, self.param_shapes(), rows)
+        self.embeddings = EmbeddingRows(tables, self.tensor_sizes(), rows)
         self.compute_s = 0.0
         """Seconds spent in forward and backward so far (waits inside ``scale`` excluded)."""
 
@@ -162,6 +170,11 @@ class TorchAdapter:
         """(name, element count) of each parameter tensor, in flat-buffer order."""
         names = {id(p): n for n, p in self.model.named_parameters()}
         return [(names[id(p)], p.numel()) for p in self.params]
+
+    def param_shapes(self) -> list[tuple[str, tuple[int, ...]]]:
+        """(name, shape) of each parameter tensor, in flat-buffer order."""
+        names = {id(p): n for n, p in self.model.named_parameters()}
+        return [(names[id(p)], tuple(p.shape)) for p in self.params]
 
     def _to_device(self, a: np.ndarray) -> torch.Tensor:
         t = torch.from_numpy(a)
@@ -311,9 +324,14 @@ def make_adapter(model_cfg: ModelConfig, optim_cfg: OptimConfig, src_vocab: int,
 def tensor_sizes(model_cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> list[tuple[str, int]]:
     """(name, element count) of each trainable parameter tensor, in flat-buffer order (see
     ``hvdscale.frameworks.base.Framework``). Built on the meta device: shapes only, no memory."""
-    with torch.device("meta"):
-        model = build_model(model_cfg.kind, model_cfg.rnn_impl,
-                            ModelSizes.from_config(model_cfg, src_vocab, tgt_vocab))
+    sizes = ModelSizes.from_config(model_cfg, src_vocab, tgt_vocab)
+    try:
+        with torch.device("meta"):
+            model, _ = build(model_cfg, sizes)
+    except HvdscaleError:
+        raise
+    except Exception:  # a user's builder that cannot build on the meta device: a real build
+        model, _ = build(model_cfg, sizes)
     return [(n, p.numel()) for n, p in model.named_parameters() if p.requires_grad]
 
 

@@ -34,7 +34,12 @@ class SparseEmbeddingGrads:
 
     def __init__(self, adapter: Any) -> None:
         self.adapter = adapter
-        modules = [m for m in adapter.model.modules() if isinstance(m, nn.Embedding)]
+        # The declared tables only (all of a shipped model's embeddings; a custom model's
+        # EMBEDDINGS): an undeclared nn.Embedding (positions, say) stays dense.
+        declared = {t.name for t in adapter.embedding_tables()}
+        weights = {id(p) for n, p in adapter.model.named_parameters() if n in declared}
+        modules = [m for m in adapter.model.modules()
+                   if isinstance(m, nn.Embedding) and id(m.weight) in weights]
         for m in modules:
             m.sparse = True  # read by nn.Embedding.forward: the weight's gradient is sparse
         mine = {id(m.weight) for m in modules}

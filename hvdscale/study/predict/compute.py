@@ -42,9 +42,13 @@ class ComputeModel:
 
 
 def _same_model(rec: dict, cfg: RunConfig) -> bool:
+    from hvdscale.records.experiment import identity
+
     c = rec.get("config") or {}
+    # Compared as identities: where a custom model's module was found does not matter, and
+    # records from before the custom-model fields keep matching.
     return (rec.get("status") == "ok" and c.get("framework") == cfg.framework
-            and c.get("model") == to_dict(cfg)["model"])
+            and identity(c).get("model") == identity(to_dict(cfg)).get("model"))
 
 
 def _rank_compute(rec: dict) -> list[float]:
@@ -148,9 +152,9 @@ def estimate_words_per_step(cfg: RunConfig, batches: int = 20) -> float:
     from hvdscale.core.batching import make_plan
     from hvdscale.core.data import load_corpus
 
-    corpus = load_corpus(cfg.data, cfg.model.kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
+    corpus = load_corpus(cfg.data, cfg.model.data_kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
                          0, 1)
-    it = make_plan(corpus, cfg.data, cfg.model.kind, 0, 1).batches()
+    it = make_plan(corpus, cfg.data, cfg.model.data_kind, 0, 1).batches()
     return float(np.mean([next(it).words for _ in range(batches)]))
 
 

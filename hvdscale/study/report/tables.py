@@ -111,7 +111,11 @@ def markdown(experiments: dict[str, Experiment]) -> str:
             pts = exp.series[label]
             fw, impl, strategy = label.split(" / ", 2)
             buf.write(f"### {label}\n\n")
-            buf.write(f"{fw}, {IMPL_NAMES.get(impl, impl)}, strategy {strategy}.\n\n")
+            model = exp.config.get("model", {})
+            # A custom model's rnn_impl is only what its builder was handed.
+            impl_text = (f"model {model.get('builder')}, rnn_impl {impl}"
+                         if model.get("kind") == "custom" else IMPL_NAMES.get(impl, impl))
+            buf.write(f"{fw}, {impl_text}, strategy {strategy}.\n\n")
             if any(p.placement == "dedicated" for p in pts):
                 buf.write("Speedup and efficiency are over worker ranks (servers excluded).\n\n")
             span = (f"run {epochs} epoch{'s' if epochs != 1 else ''}" if epochs

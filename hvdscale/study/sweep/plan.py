@@ -141,7 +141,7 @@ def _check_points(cfgs: Mapping[tuple[str, str], RunConfig], nps: list[int]) -> 
     """Refuse here what every rank would refuse at start-up, before any launch: a point that
     cannot run is a bad plan, not a failed measurement."""
     for (f, s), c in cfgs.items():
-        data.check_files(c.data, c.model.kind)
+        data.check_files(c.data, c.model.data_kind)
         for n in nps:
             try:
                 check_launch(c, n, mpi=True)  # every launcher here starts an MPI job
