@@ -4,7 +4,7 @@
 
 OUT holds ``round<k>/<config>/`` sweep folders. Per config, strategy and n: words/s (median
 over rounds, min-max), speedup and efficiency against the same strategy's n = 1, and the
-per-step breakdown (compute, communication, idle; hvdscale.study.decompose). Then per round the
+per-step breakdown (compute, communication, idle; hvdscale.study.report.decompose). Then per round the
 fit on n <= fit-max predicts every larger n (as bench/bench_predict_validate.py does), and the
 error per strategy and n is tabled with the term the fit got most wrong. Writes
 OUT/validate.json (the rows, recomputable from the records) and prints markdown.
@@ -28,8 +28,8 @@ from bench_predict_validate import evaluate  # noqa: E402
 
 from hvdscale.config import load_config  # noqa: E402
 from hvdscale.records.store import read_records  # noqa: E402
-from hvdscale.study.decompose import baseline, per_step  # noqa: E402
 from hvdscale.study.predict.inputs import reduced_bytes_per_step  # noqa: E402
+from hvdscale.study.report.decompose import baseline, per_step  # noqa: E402
 
 CONFIGS = {"demo": "configs/demo.yaml", "nmt_cpu_seed": "configs/nmt_cpu_seed.yaml"}
 

@@ -45,7 +45,7 @@ def handle(args: argparse.Namespace) -> int:
                             f"(got {args.strategy!r})")
     slots = None
     if args.hostfile:
-        from hvdscale.study.hostfile import parse_hostfile
+        from hvdscale.study.sweep.hostfile import parse_hostfile
 
         slots = [(h.name, h.slots) for h in parse_hostfile(args.hostfile).hosts]
     return doctor(DoctorArgs(args.np, slots, args.strategy, args.out, args.bench, args.json,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -61,7 +62,9 @@ def test_breakdown_parts_sum_to_the_measured_loss(results: Path) -> None:
         idle = sum(p["idle_s"] for p in rec["idle"]["per_rank"]) / 2
         assert r["straggler_idle"] == pytest.approx(100 * idle / rec["window_s"])
     md = (results / "report.md").read_text()
-    assert "## Why not better" in md and "|demo (nmt/torch/fused, weak)|horovod|2|2|" in md
+    # A point run on a busy host carries the report's mark; the row is there either way.
+    assert "## Why not better" in md
+    assert re.search(r"\|demo \(nmt/torch/fused, weak\)\|horovod( \(busy\))?\|2\|2\|", md), md
 
 
 def predict(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
