@@ -4,7 +4,7 @@
 
 OUT holds ``round<k>/<config>/`` sweep folders. Per config, strategy and n: words/s (median
 over rounds, min-max), speedup and efficiency against the same strategy's n = 1, and the
-per-step breakdown (compute, communication, idle; hvdscale.study.report.decompose). Then per round the
+per-step breakdown (compute, communication, idle; study.report.decompose). Then per round the
 fit on n <= fit-max predicts every larger n (as bench/bench_predict_validate.py does), and the
 error per strategy and n is tabled with the term the fit got most wrong. Writes
 OUT/validate.json (the rows, recomputable from the records) and prints markdown.
