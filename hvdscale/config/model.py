@@ -76,6 +76,10 @@ class ModelConfig:
             _check(v == 0 or v >= 5, f"model.{name}", "must be 0 (from data) or >= 5", v)
 
 
+SCALE_LR_RULES = ("none", "linear", "sqrt", "legw", "sqrt_adam")
+"""The values of ``optim.scale_lr`` (hvdscale.train.lr says what each does, and its source)."""
+
+
 @dataclass(frozen=True)
 class OptimConfig:
     """The optimizer, identical under every strategy so all train the same function."""
@@ -90,11 +94,14 @@ class OptimConfig:
     """Adam's betas."""
     eps: float = 1e-8
     """Adam's epsilon."""
-    scale_lr: Literal["none", "linear", "sqrt"] = "none"
-    """Learning-rate rule under weak scaling (the global batch grows with the ranks): ``lr`` x
-    1, x workers, or x sqrt(workers); strong scaling keeps ``lr`` (its global batch is fixed).
-    The rule and the rate in force are recorded with the run (``record.quality.optim``); with
-    ``warmup_steps`` the scaled rate is reached gradually."""
+    scale_lr: Literal["none", "linear", "sqrt", "legw", "sqrt_adam"] = "none"
+    """Learning-rate rule under weak scaling (the global batch grows k = workers times):
+    ``none`` keeps ``lr``; ``linear`` x k; ``sqrt`` x sqrt(k); ``legw`` x sqrt(k) with a
+    warm-up k times ``warmup_steps`` long; ``sqrt_adam`` (Adam only) x sqrt(k) and Adam's
+    1 - beta1, 1 - beta2 times k and eps / sqrt(k). Strong scaling keeps every setting (its
+    global batch is fixed). Sources in hvdscale.train.lr. The rule and what it set are
+    recorded with the run (``record.quality.optim``); with ``warmup_steps`` the scaled rate is
+    reached gradually."""
     warmup_steps: int = 0
     """Gradual warm-up (Goyal et al.): over the first this many optimizer updates the rate
     rises linearly from ``warmup_start_lr`` to the rate in force (``lr`` after ``scale_lr``),
@@ -110,8 +117,14 @@ class OptimConfig:
         _check(0 <= self.momentum < 1, "optim.momentum", "must be in [0, 1)", self.momentum)
         _check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), "optim.betas",
                "must be two values in [0, 1)", list(self.betas))
-        _check(self.scale_lr in ("none", "linear", "sqrt"), "optim.scale_lr",
-               "must be none, linear or sqrt", self.scale_lr)
+        _check(self.scale_lr in SCALE_LR_RULES, "optim.scale_lr",
+               "must be one of " + ", ".join(SCALE_LR_RULES), self.scale_lr)
+        _check(self.scale_lr != "sqrt_adam" or self.name == "adam", "optim.scale_lr",
+               "sqrt_adam moves Adam's betas and eps, so it needs optim.name=adam",
+               self.name)
+        _check(self.scale_lr != "legw" or self.warmup_steps > 0, "optim.scale_lr",
+               "legw stretches the warm-up, so it needs optim.warmup_steps > 0 (its length at "
+               "one worker)", self.warmup_steps)
         _check(self.warmup_steps >= 0, "optim.warmup_steps", "must be >= 0", self.warmup_steps)
         if self.warmup_start_lr is not None:
             _check(self.warmup_start_lr >= 0, "optim.warmup_start_lr", "must be >= 0",

@@ -56,6 +56,9 @@ class UntilTracker:
         self.begun = False
         self.steps = 0
         self.warmup_steps = 0
+        self.start_loss: float | None = None
+        """Held-out loss of the initial weights: above it (or NaN), a run has diverged."""
+        self.diverged = False
 
     def begin(self) -> None:
         """Start the clocks (where the loop opens the measured window)."""
@@ -99,6 +102,10 @@ class UntilTracker:
             "loss": loss, "perplexity": _ppl(loss),
             "epochs": sentences / self.corpus_sentences if self.corpus_sentences else None})
         until = self.measure.until
+        if self._diverges(loss):  # before the target: a diverged run never counts as reaching
+            self.diverged, self.reached = True, (False if until.active else None)
+            self.stop_reason = "diverged"
+            return until.active
         if not until.active:
             return False
         if self.meets(loss):
@@ -111,6 +118,20 @@ class UntilTracker:
             self.stop_reason = "step cap"
             return True
         return False
+
+    def measure_start(self) -> None:
+        """Evaluate the initial weights (every rank, before the first update): the loss a run
+        must stay at or below not to count as diverged. Its time is no training time, and the
+        clock does not run yet, so it is kept out of the evaluation seconds too."""
+        before = self.evaluator.seconds
+        self.start_loss = self.evaluator.evaluate([])[0]
+        self.evaluator.seconds = before
+
+    def _diverges(self, loss: float) -> bool:
+        """A NaN or infinite loss, or one above the initial weights' (when measured)."""
+        if not math.isfinite(loss):
+            return True
+        return self.start_loss is not None and loss > self.start_loss
 
     def meets(self, loss: float) -> bool:
         """Whether a per-token eval loss meets ``measure.until``."""
@@ -136,6 +157,7 @@ class UntilTracker:
             "until": {"metric": u.metric, "target": u.target, "max_time_s": u.max_time_s,
                       "max_steps": u.max_steps} if u.active else None,
             "reached": self.reached, "stop": self.stop_reason,
+            "start_loss": self.start_loss, "diverged": self.diverged,
             "time_to_target_s": last.get("train_s") if self.reached else None,
             "wall_s": last.get("wall_s"), "train_s": last.get("train_s"),
             "eval_s": self.evaluator.seconds, "steps": self.steps,
@@ -173,5 +195,7 @@ def make_tracker(cfg: Any, world: Any, adapter: Any, computes: bool, vocab: tupl
     # hvd: one small sum at set-up: the epoch's sentences over all workers
     total = corpus_sentences if whole else int(world.allreduce_sum(
         np.array([corpus_sentences if computes else 0], dtype=np.float64))[0])
-    return UntilTracker(m, Evaluator(world, adapter, evalset, computes), evalset.floor_loss,
-                        total)
+    tracker = UntilTracker(m, Evaluator(world, adapter, evalset, computes), evalset.floor_loss,
+                           total)
+    tracker.measure_start()
+    return tracker

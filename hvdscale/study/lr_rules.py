@@ -1,0 +1,133 @@
+"""Which learning-rate rule (``optim.scale_lr``, with or without a warm-up) reached a quality
+target first: the verdict of ``hvdscale report`` and of bench/bench_lr_rules.py.
+
+Each rule's runs are paired round by round (``hvdscale sweep --repeats``: round r of every rule
+ran before round r+1 of any), so a slow spell of the machine slows every rule of that round
+alike. A run reaches the target or it does not; a diverged run (a NaN, or a held-out loss above
+the initial weights', ``record.quality.diverged``) never reaches it, whatever its curve shows.
+
+Ranking: the rule that reached the target in the most rounds, then the lowest median time to
+target. Against the runner-up, the paired ratio (runner-up's time / the winner's) over the
+rounds both reached says how much faster; a ratio range that straddles 1.0 is within the noise.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hvdscale.study.recommend import WITHIN_NOISE, paired_ratios, ratio_summary, within_noise
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One run against its target."""
+
+    time_s: float | None
+    """Training time to the target (interpolated between evaluations); None: not reached."""
+    steps: float | None
+    """Updates to the target (warm-up included); None: not reached."""
+    diverged: bool = False
+
+    @property
+    def reached(self) -> bool:
+        """Whether the run met the target (a diverged run never does)."""
+        return self.time_s is not None and not self.diverged
+
+
+def rule_label(optim: Mapping[str, Any]) -> str:
+    """A record's rule as a table shows it: ``linear``, ``linear+warmup50``, ``legw50``.
+
+    ``optim`` is the run's configured ``optim`` section; its warm-up is named only where it
+    ramps (a rule that scales the rate, or a start rate of its own), as the identity does.
+    """
+    rule = optim.get("scale_lr", "none")
+    steps = int(optim.get("warmup_steps") or 0)
+    ramps = steps > 0 and (rule != "none" or optim.get("warmup_start_lr") is not None)
+    if rule == "legw":
+        return f"legw{steps}"
+    return f"{rule}+warmup{steps}" if ramps else rule
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def rule_stats(rounds: Sequence[Outcome | None]) -> dict[str, Any]:
+    """Per rule: runs, reached, diverged, and the median / range of time and steps to target."""
+    runs = [o for o in rounds if o is not None]
+    hit = [o for o in runs if o.reached]
+    times = [o.time_s for o in hit if o.time_s is not None]
+    steps = [o.steps for o in hit if o.steps is not None]
+    return {"runs": len(runs), "reached": len(hit), "diverged": sum(o.diverged for o in runs),
+            "time_median": _median(times), "time_min": min(times, default=None),
+            "time_max": max(times, default=None), "steps_median": _median(steps),
+            "steps_min": min(steps, default=None), "steps_max": max(steps, default=None)}
+
+
+def _rank_key(stats: Mapping[str, Any]) -> tuple[float, float]:
+    med = stats["time_median"]
+    return (-stats["reached"], med if med is not None else float("inf"))
+
+
+def _times(rounds: Sequence[Outcome | None]) -> list[float | None]:
+    return [o.time_s if o is not None and o.reached else None for o in rounds]
+
+
+def rule_verdict(rules: Mapping[str, Sequence[Outcome | None]]) -> dict[str, Any]:
+    """The rule that reached the target first, and by how much, round by round.
+
+    Args:
+        rules: per rule label, its outcome in round 0, 1, ... (None: that round's launch
+            failed or did not run).
+
+    Returns:
+        ``stats`` (label -> ``rule_stats``), ``winner`` and ``runner_up`` (labels or None),
+        ``ratio`` (``ratio_summary`` of the runner-up's time over the winner's in the rounds
+        both reached, or None), ``missed`` (rounds the winner reached and the runner-up did
+        not), ``within_noise`` and ``verdict`` (one sentence).
+    """
+    stats = {label: rule_stats(r) for label, r in rules.items()}
+    order = sorted(stats, key=lambda label: _rank_key(stats[label]))
+    out: dict[str, Any] = {"stats": stats, "winner": None, "runner_up": None, "ratio": None,
+                           "missed": 0, "within_noise": False}
+    if not order or stats[order[0]]["reached"] == 0:
+        out["verdict"] = "no rule reached the target"
+        return out
+    win = order[0]
+    out["winner"] = win
+    if len(order) == 1:
+        out["verdict"] = f"{win} reached the target (the only rule measured)"
+        return out
+    run = order[1]
+    out["runner_up"] = run
+    a, b = rules[win], rules[run]
+    out["missed"] = sum(1 for x, y in zip(a, b, strict=False)
+                        if x is not None and x.reached and y is not None and not y.reached)
+    s = ratio_summary(paired_ratios(_times(b), _times(a)))
+    out["ratio"] = s
+    out["verdict"] = _sentence(win, run, stats, s, out["missed"])
+    out["within_noise"] = bool(s is not None and not out["missed"] and within_noise(s))
+    return out
+
+
+def _sentence(win: str, run: str, stats: Mapping[str, Any], s: dict[str, Any] | None,
+              missed: int) -> str:
+    """The verdict in words: a clear winner, or a difference within the noise."""
+    w, r = stats[win], stats[run]
+    reach = f"{win} reached the target in {w['reached']} of {w['runs']} rounds"
+    if missed:
+        return (f"{reach}, {run} in {r['reached']} of {r['runs']}: {win} first "
+                f"({run} missed the target in {missed} round(s) {win} reached)")
+    if s is None:
+        return f"{reach}; {run} shares no round with it: no paired ratio"
+    spread = f"x{s['median']:.2f}, rounds {s['min']:.2f}-{s['max']:.2f}, n={s['n']}"
+    if s["n"] < 2:
+        return f"{reach}; one paired round (x{s['median']:.2f} over {run}) shows no spread"
+    if within_noise(s):
+        return f"{win} vs {run}: {WITHIN_NOISE} ({spread})"
+    if s["min"] > 1.0:
+        return f"{win} first, faster than {run} in every paired round ({spread})"
+    return f"{win} first by its median, {run} faster in some rounds ({spread})"
