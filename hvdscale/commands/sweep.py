@@ -42,6 +42,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                     help="interleaved rounds of every point (round 1 of all, then round 2, "
                     "order rotated); the report shows medians, ranges and paired ratios; "
                     "a rerun fills only missing rounds (default: 1)")
+    sw.add_argument("--scale-lr", default=None, metavar="RULE,RULE,...",
+                    help="learning-rate rules to compare, one more sweep axis (weak scaling): "
+                    "none, linear, sqrt, legw, sqrt_adam; the report names the rule that "
+                    "reached the quality target first (default: the config's optim.scale_lr)")
     sw.add_argument("--redo", action="store_true",
                     help="measure points again even when already recorded")
     sw.add_argument("--progress-every", type=common.seconds, default=None, metavar="S",
@@ -66,7 +70,7 @@ def handle(args: argparse.Namespace) -> int:
         out=args.out, overrides=args.set, network_interfaces=args.network_interfaces,
         launcher_args=args.launcher_args, timeout_s=args.timeout, redo=args.redo,
         frameworks=args.frameworks, progress_every=args.progress_every,
-        repeats=args.repeats),
+        repeats=args.repeats, scale_lr=args.scale_lr),
         check_out=not args.dry_run)
     say = functools.partial(print, flush=True)
     if args.dry_run:
@@ -75,8 +79,9 @@ def handle(args: argparse.Namespace) -> int:
     where = f" on {spec.hostfile.describe()}" if spec.hostfile else ""
     fws = f"{args.frameworks} x " if args.frameworks else ""
     rounds = f" x {spec.repeats} interleaved rounds" if spec.repeats > 1 else ""
+    rules = f" x rules {args.scale_lr}" if args.scale_lr else ""
     say(f"hvdscale sweep: {len(spec.points)} points ({args.np} ranks x {fws}"
-        f"{args.strategies}){rounds} with {spec.launcher}{where} into {spec.out}")
+        f"{args.strategies}{rules}){rounds} with {spec.launcher}{where} into {spec.out}")
     try:
         result = sweep.run_sweep(spec, say)
     except KeyboardInterrupt:

@@ -13,12 +13,16 @@ rounds both reached says how much faster; a ratio range that straddles 1.0 is wi
 
 from __future__ import annotations
 
+import copy
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hvdscale.records.experiment import experiment_id, strategy_label
+from hvdscale.study.quality import reached_at
 from hvdscale.study.recommend import WITHIN_NOISE, paired_ratios, ratio_summary, within_noise
+from hvdscale.study.rounds import by_round, round_of
 
 
 @dataclass(frozen=True)
@@ -131,3 +135,87 @@ def _sentence(win: str, run: str, stats: Mapping[str, Any], s: dict[str, Any] | 
     if s["min"] > 1.0:
         return f"{win} first, faster than {run} in every paired round ({spread})"
     return f"{win} first by its median, {run} faster in some rounds ({spread})"
+
+
+# --- the report's section --------------------------------------------------------------------
+
+_RULE_KEYS = ("scale_lr", "warmup_steps", "warmup_start_lr")
+"""The ``optim`` settings a rule comparison varies: left out of its grouping."""
+
+
+def record_outcome(rec: Mapping[str, Any]) -> Outcome:
+    """A record against its own target (``hvdscale.study.quality``'s crossing; a diverged run
+    or one whose verdict is ``reached: false`` never reaches it)."""
+    q = rec["quality"]
+    hit = None if q.get("diverged") else reached_at(rec)
+    if hit is None:
+        return Outcome(None, None, bool(q.get("diverged")))
+    return Outcome(hit["train_s"], hit.get("updates", hit["step"]))
+
+
+def _rule_group(rec: Mapping[str, Any]) -> tuple:
+    """The experiment and strategy without the rule: the runs a rule comparison pairs."""
+    c = rec["config"]
+    bare = copy.deepcopy(dict(c))
+    for key in _RULE_KEYS:
+        bare["optim"].pop(key, None)
+    for cap in ("max_time_s", "max_steps"):
+        bare["measure"].get("until", {}).pop(cap, None)
+    data = c["data"]
+    source = data["source"] if data["source"] == "text" else data["synthetic"]["kind"]
+    return (c["model"]["kind"], source, c["framework"], strategy_label(c), c["optim"]["name"],
+            experiment_id(bare))
+
+
+def _weak_runs(records: Sequence[Mapping[str, Any]]) -> dict[tuple, dict[str, list]]:
+    """(group, ranks) -> rule label -> its ok weak-scaling records, oldest first."""
+    out: dict[tuple, dict[str, list]] = {}
+    for r in records:
+        q = r.get("quality") or {}
+        c = r.get("config") or {}
+        if r.get("status") != "ok" or not q.get("until") or r.get("ranks", 1) < 2 \
+                or c.get("data", {}).get("scaling") != "weak":
+            continue
+        key = (_rule_group(r), r["ranks"])
+        out.setdefault(key, {}).setdefault(rule_label(c["optim"]), []).append(r)
+    return out
+
+
+def _cell(stats: Mapping[str, Any], what: str, spec: str) -> str:
+    med = stats[f"{what}_median"]
+    if med is None:
+        return "-"
+    lo, hi = stats[f"{what}_min"], stats[f"{what}_max"]
+    return format(med, spec) + ("" if lo == hi else f" ({format(lo, spec)}-{format(hi, spec)})")
+
+
+def rules_section(records: Sequence[Mapping[str, Any]]) -> str:
+    """Markdown: per experiment, strategy and rank count holding more than one rule, each
+    rule's runs against the target, and which rule reached it first (paired by round)."""
+    groups = {k: v for k, v in _weak_runs(records).items() if len(v) > 1}
+    if not groups:
+        return ""
+    lines = ["## Learning-rate rules under weak scaling\n",
+             "Runs of one experiment that differ only in `optim.scale_lr` and its warm-up, "
+             "paired by round (`hvdscale sweep --repeats`); time to target as in *Time to "
+             "quality*; a diverged run (NaN, or a held-out loss above the initial weights') "
+             "never reaches the target. First: most rounds reached, then the lowest median "
+             "time; the paired ratio is the runner-up's time over the winner's.\n"]
+    for (group, ranks) in sorted(groups, key=repr):
+        rules = groups[group, ranks]
+        repeats = max([1 + (round_of(r) or 0) for rs in rules.values() for r in rs]
+                      + [len(rs) for rs in rules.values()])
+        per_rule = {label: [None if r is None else record_outcome(r)
+                            for r in by_round(rs, repeats)] for label, rs in rules.items()}
+        v = rule_verdict(per_rule)
+        kind, source, fw, strategy, optim = group[:5]
+        lines += [f"\n### {kind} on {source}, {fw}, {strategy}, {optim}: np={ranks} "
+                  f"(experiment {group[5]})\n",
+                  "| rule | reached | diverged | time to target (s) | steps to target |",
+                  "|--|--|--|--|--|"]
+        for label in sorted(v["stats"], key=lambda x: (x != v["winner"], x)):
+            st = v["stats"][label]
+            lines.append(f"| {label} | {st['reached']} of {st['runs']} | {st['diverged']} | "
+                         f"{_cell(st, 'time', '.1f')} | {_cell(st, 'steps', '.0f')} |")
+        lines.append(f"\n**First to the target at np={ranks}**: {v['verdict']}.")
+    return "\n".join(lines) + "\n"

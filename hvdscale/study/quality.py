@@ -62,13 +62,17 @@ def crossing(curve: list[dict[str, Any]], loss: float) -> dict[str, Any] | None:
     return None
 
 
-def _reached(rec: dict[str, Any]) -> dict[str, Any] | None:
-    """The interpolated crossing of a record's own target (None: not reached)."""
+def reached_at(rec: dict[str, Any]) -> dict[str, Any] | None:
+    """The interpolated crossing of a record's own target (None: not reached, or diverged)."""
     q = rec["quality"]
     loss = target_loss(q["until"], q.get("floor_loss"))
-    if loss is None or q.get("reached") is False:  # the run's own verdict stands
+    # The run's own verdict stands: not reached, or diverged (its curve may dip below a loose
+    # target after rising above the initial loss; that is no arrival).
+    if loss is None or q.get("reached") is False or q.get("diverged"):
         return None
     return crossing(q.get("curve") or [], loss)
+
+
 
 
 def _group(rec: dict[str, Any]) -> tuple:
@@ -116,7 +120,7 @@ def _cells(rec: dict[str, Any] | None, base: dict[str, Any] | None) -> list[str]
     per_rank = c["data"]["batch_size"] if c["data"]["scaling"] == "weak" else \
         c["data"]["batch_size"] / rec["workers"]
     glob = per_rank * rec["workers"]
-    hit = _reached(rec)
+    hit = reached_at(rec)
     stop = q.get("time_to_target_s")  # measured: the evaluation that met the target
     if hit is None:
         ttt_s = f"not reached ({q.get('train_s') or 0:.0f} s cap)"
@@ -126,7 +130,7 @@ def _cells(rec: dict[str, Any] | None, base: dict[str, Any] | None) -> list[str]
     if base is not None and rec is not base:
         thr_x = rec["words_per_s"] / base["words_per_s"]
         thr = f"{thr_x:.2f}"
-        bhit = _reached(base)
+        bhit = reached_at(base)
         if hit is not None and bhit is not None:
             sp = f"{bhit['train_s'] / hit['train_s']:.2f}"
             eff = f"{bhit['train_s'] / hit['train_s'] / thr_x:.2f}"
@@ -137,7 +141,7 @@ def _verdict(rec: dict[str, Any] | None, base: dict[str, Any] | None) -> str:
     """Whether a weak point's throughput gain survived in time to quality, or why not."""
     if rec is None or base is None or rec is base:
         return ""
-    hit, bhit = _reached(rec), _reached(base)
+    hit, bhit = reached_at(rec), reached_at(base)
     if bhit is None:
         return "1-rank target not reached"
     if hit is None:

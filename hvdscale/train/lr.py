@@ -39,7 +39,7 @@ def _adam_moved(cfg: OptimConfig, k: float) -> dict[str, Any]:
     """``sqrt_adam``'s betas and eps for a k times larger batch; a beta the rule would push to
     zero or below is refused, since Adam then keeps no average at all."""
     betas = tuple(1.0 - k * (1.0 - b) for b in cfg.betas)
-    if min(betas) <= 0.0:
+    if min(betas) <= 1e-6:  # (1e-6: 1 - 10 x 0.1 is 2e-16 in floating point, not 0)
         raise ConfigError(
             f"optim.scale_lr=sqrt_adam with {k:g} workers sets Adam's betas to "
             f"{[round(b, 6) for b in betas]}: 1 - beta x {k:g} reaches 0; raise optim.betas "

@@ -76,3 +76,27 @@ def test_a_target_never_reached_stops_at_the_cap(tmp_path: Path) -> None:
 def test_until_needs_an_evaluation_interval() -> None:
     with pytest.raises(ConfigError, match=r"measure\.eval_every"):
         load_config(None, ["measure.until.metric=loss", "measure.until.target=1"])
+
+
+@pytest.mark.parametrize("optim", [["optim.name=sgd", "optim.lr=200"],
+                                   ["optim.name=adam", "optim.lr=3"]])
+def test_a_diverged_run_stops_and_never_reaches_even_a_loose_target(tmp_path: Path,
+                                                                    optim: list[str]) -> None:
+    # The target (100 nats) is met by any finite loss these rates produce; the loss is far above
+    # the initial weights' (ln 28 = 3.3), so the run has diverged, and that is no arrival.
+    rec = _run(tmp_path, [*optim, "measure.until.metric=loss", "measure.until.target=100",
+                          "measure.until.max_time_s=60"])
+    q = rec["quality"]
+    assert rec["status"] == "ok" and q["stop"] == "diverged"
+    assert q["diverged"] is True and q["reached"] is False and q["time_to_target_s"] is None
+    assert q["start_loss"] == pytest.approx(math.log(28), abs=0.1)
+    assert not q["curve"][-1]["loss"] <= q["start_loss"]  # above it, or NaN
+    assert len(q["curve"]) == 1  # it stopped at the first evaluation that showed it
+
+
+def test_a_sound_run_records_its_start_loss_and_no_divergence(tmp_path: Path) -> None:
+    rec = _run(tmp_path, ["measure.until.metric=loss", "measure.until.target=100",
+                          "measure.until.max_time_s=60"])
+    q = rec["quality"]
+    assert q["reached"] is True and q["diverged"] is False and q["stop"] == "target reached"
+    assert q["curve"][0]["loss"] < q["start_loss"]

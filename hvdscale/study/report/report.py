@@ -21,6 +21,7 @@ from typing import Any
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.experiment import identity_id
 from hvdscale.records.store import load_records
+from hvdscale.study.lr_rules import rules_section
 from hvdscale.study.plotting import write_atomic
 from hvdscale.study.quality import plot_quality, quality_section
 from hvdscale.study.report.breakdown import section as why_not_better
@@ -93,7 +94,8 @@ def write_report(results: str | Path, out: str | Path | None = None, plot: bool 
     others = [rec for _, rec in loaded if rec.get("kind", "run") != "run"]
     records = check_records([(w, rec) for w, rec in loaded if rec.get("kind", "run") == "run"])
     exps = collect(records)
-    md = markdown(exps) + why_not_better(records) + quality_section(records)
+    md = (markdown(exps) + why_not_better(records) + quality_section(records)
+          + rules_section(records))
     md += failed_points(open_failures(records))
     md += horovod_timelines(records)
     md += kind_sections(others)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.config import STRATEGIES, RunConfig, check_launch, load_config, to_dict
+from hvdscale.config.model import SCALE_LR_RULES
 from hvdscale.config.strategy import NATIVE_FRAMEWORK
 from hvdscale.core import data
 from hvdscale.errors import HvdscaleError
@@ -101,6 +102,9 @@ class SweepRequest:
     """Seconds between the progress lines each point writes to its log."""
     repeats: int = 1
     """Interleaved rounds of every point (``--repeats``)."""
+    scale_lr: str | list[str] | None = None
+    """Learning-rate rules to run each point under (``"none,linear,sqrt"``, ``--scale-lr``,
+    one more sweep axis); None: the config's ``optim.scale_lr``."""
 
 
 def parse_np(text: str) -> list[int]:
@@ -130,6 +134,36 @@ def parse_strategies(text: str) -> list[str]:
 def parse_frameworks(text: str) -> list[str]:
     """``"torch,tf"`` -> ``["torch", "tf"]`` (given order, without repeats)."""
     return parse_names(text, FRAMEWORKS, "--frameworks", "framework")
+
+
+def parse_rules(text: str) -> list[str]:
+    """``"none,sqrt"`` -> ``["none", "sqrt"]``: ``optim.scale_lr`` values (given order)."""
+    return parse_names(text, SCALE_LR_RULES, "--scale-lr", "learning-rate rule")
+
+
+def _rule_points(req: SweepRequest, pairs: list[tuple[str, str]], nps: list[int],
+                 cfgs: dict[tuple[str, str], RunConfig]) -> list[Point]:
+    """Every point, smallest rank count first; with ``--scale-lr``, once per rule (named by
+    its strategy and rule), its config loaded with the rule so a bad rule fails here."""
+    if req.scale_lr is None:
+        return [Point(i, s, n, cfgs[f, s])
+                for i, (n, (f, s)) in enumerate(((n, fs) for n in nps for fs in pairs), 1)]
+    rules = parse_rules(_joined(req.scale_lr))
+    scaling = {c.data.scaling for c in cfgs.values()}
+    if scaling != {"weak"}:
+        raise HvdscaleError("--scale-lr compares rules that act under weak scaling only "
+                            "(strong scaling keeps the global batch, so every rule keeps lr): "
+                            f"set data.scaling=weak (got {', '.join(sorted(scaling))})")
+    cfg_path = Path(req.config)
+    points = []
+    for n in nps:
+        for f, s in pairs:
+            for rule in rules:
+                sets = (f"optim.scale_lr={rule}",)
+                cfg = load_config(cfg_path, [*req.overrides, *sets, f"framework={f}",
+                                             f"strategy.name={s}"])
+                points.append(Point(len(points) + 1, s, n, cfg, sets, f"{s} scale_lr={rule}"))
+    return points
 
 
 def _joined(value: str | list[Any]) -> str:
@@ -189,8 +223,7 @@ def plan_sweep(req: SweepRequest, env: Mapping[str, str] | None = None,
     if check_out:
         check_writable(req.out)
     # Every point at one rank count, smallest first: baselines come first.
-    points = [Point(i, s, n, cfgs[f, s])
-              for i, (n, (f, s)) in enumerate(((n, fs) for n in nps for fs in pairs), 1)]
+    points = _rule_points(req, pairs, nps, cfgs)
     return SweepSpec(config=cfg_path.resolve(), overrides=tuple(req.overrides),
                      points=tuple(points), launcher=req.launcher, out=Path(req.out).resolve(),
                      hostfile=hosts, network_interfaces=req.network_interfaces,
