@@ -155,6 +155,17 @@ def _combo_rows(runs: list[dict], rounds: int) -> tuple[list[str], dict[str, Any
     return rows, rule_verdict(per_rule)
 
 
+def _fewest_steps(stats: dict[str, Any]) -> str:
+    """The rule(s) with the fewest median updates to the target (ties named together): the
+    machine's speed plays no part in steps, so they show a rule's effect where times are
+    within the noise."""
+    steps = {k: s["steps_median"] for k, s in stats.items() if s["steps_median"] is not None}
+    if not steps:
+        return "-"
+    best = min(steps.values())
+    return ", ".join(k for k, v in steps.items() if v == best) + f" ({best:.0f})"
+
+
 def render(raw: dict[str, Any]) -> str:
     """The BENCHMARKS.md tables, from the raw file alone (quiet recomputed from its loads)."""
     q = quiet_label(raw)
@@ -164,8 +175,8 @@ def render(raw: dict[str, Any]) -> str:
            f"{', '.join(f'{k} {v}' for k, v in sorted(raw['warmup'].items()))} updates at one "
            f"worker; {'quiet' if q['quiet'] else 'NOT quiet'} (max 1-min load "
            f"{q['load_1min_max']:.1f} on {raw['cpu_count']} cores).", ""]
-    summary = ["| task / framework / strategy / optimizer | first to the target | verdict |",
-               "|--|--|--|"]
+    summary = ["| task / framework / strategy / optimizer | first to the target (time) | verdict "
+               "| fewest steps to the target (median) |", "|--|--|--|--|"]
     for combo in raw["combos"]:
         runs = [r for r in raw["runs"] if r["combo"] == combo]
         if not runs:
@@ -176,7 +187,8 @@ def render(raw: dict[str, Any]) -> str:
                 "", "| rule | lr at np=2 | warm-up updates | reached | diverged | "
                 "time to target (s) | steps to target | stat. eff. |",
                 "|--|--|--|--|--|--|--|--|", *rows, ""]
-        summary.append(f"| {combo} | {v['winner'] or '-'} | {v['verdict']} |")
+        summary.append(f"| {combo} | {v['winner'] or '-'} | {v['verdict']} | "
+                       f"{_fewest_steps(v['stats'])} |")
     return "\n".join(out + summary)
 
 
