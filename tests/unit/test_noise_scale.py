@@ -1,0 +1,61 @@
+"""The gradient-noise-scale estimator on synthetic gradients whose tr(Sigma) and |G|^2 are known."""
+
+import numpy as np
+
+from hvdscale.train.noise_scale import b_simple, local_sums, point_from_sums
+
+D = 40
+TRUE_G = np.full(D, 0.05)
+SIGMA_DIAG = np.linspace(0.5, 1.5, D)  # tr(Sigma) = 40
+TRUE_B = SIGMA_DIAG.sum() / float(TRUE_G @ TRUE_G)  # 400 tokens
+
+
+def _reduced(rng, batches):
+    """The allreduce of per-rank sums: token-mean grads g_i = G + N(0, Sigma/B_i)."""
+    total = np.zeros(D + 4)
+    for b in batches:
+        g = TRUE_G + rng.normal(size=D) * np.sqrt(SIGMA_DIAG / b)
+        total += local_sums(g * b, b, D)
+    return total
+
+
+def _points(batches, n=3000, seed=1):
+    rng = np.random.default_rng(seed)
+    return [point_from_sums(_reduced(rng, batches)) for _ in range(n)]
+
+
+def test_uneven_batches_land_near_true_b_simple():
+    got = b_simple(_points([8, 64, 64]))
+    assert abs(got["b_simple_tokens"] / TRUE_B - 1) < 0.1, got
+    assert got["p10"] <= got["b_simple_tokens"] <= got["p90"]
+    assert got["points"] == 3000
+
+
+def test_biased_variants_miss_the_tolerance():
+    """Arithmetic mean of B_i, and mean of per-point ratios, fail the same tolerance."""
+    rng = np.random.default_rng(1)
+    batches = [8, 64, 64]
+    g2s, ss, ratios = [], [], []
+    for _ in range(3000):
+        r = _reduced(rng, batches)
+        b_big, b_small = r[-4], r[-4] / r[-1]  # arithmetic mean: the bias
+        gb = r[:-4] / b_big
+        gbs, ms = float(gb @ gb), r[-2] / r[-1]
+        g2s.append((b_big * gbs - b_small * ms) / (b_big - b_small))
+        ss.append((ms - gbs) / (1 / b_small - 1 / b_big))
+        p = point_from_sums(r)
+        ratios.append(p.s / p.g2)
+    assert abs(np.mean(ss) / np.mean(g2s) / TRUE_B - 1) > 0.1
+    assert abs(np.median(ratios) / TRUE_B - 1) > 0.1 or abs(np.mean(ratios) / TRUE_B - 1) > 0.1
+
+
+def test_one_rank_or_idle_ranks_give_no_point():
+    rng = np.random.default_rng(0)
+    one = _reduced(rng, [16]) + local_sums(None, 0, D)  # a server adds zeros
+    assert point_from_sums(one) is None
+    assert b_simple([]) is None
+
+
+def test_bootstrap_is_deterministic():
+    pts = _points([16, 16], n=50)
+    assert b_simple(pts) == b_simple(pts)
