@@ -90,3 +90,32 @@ def test_torch_probe_grad_matches_backward_and_leaves_grads_alone():
     adapter.forward_backward(batch, 1.0)
     assert np.allclose(probe, adapter.grads_buffer(), rtol=1e-5, atol=1e-6)
     assert np.abs(probe).sum() > 0
+
+
+def test_tf_probe_grad_matches_backward_and_leaves_grads_alone():
+    """The TensorFlow probe: same contract as the torch one (a sparse embedding densified)."""
+    import pytest
+
+    pytest.importorskip("tensorflow")
+    from hvdscale.config import ModelConfig, OptimConfig, SyntheticConfig
+    from hvdscale.core.data import collate, make_synthetic
+    from hvdscale.frameworks.tf.adapter import make_adapter
+
+    syn = SyntheticConfig(kind="markov", markov_successors=4, length_dist="uniform", min_len=5,
+                          max_len=9, sentences_per_rank=40, eval_sentences=10)
+    model = ModelConfig(kind="lm", embed_dim=8, hidden_size=8, src_vocab=20, tgt_vocab=20)
+    adapter = make_adapter(model, OptimConfig(name="sgd", lr=0.1), 20, 20)
+    corpus = make_synthetic(syn, "lm", 20, 20, 0, 0)
+    batch = collate(list(corpus.src[:6]), None, "lm")
+    adapter.zero_grad()
+    adapter.forward_backward(collate(list(corpus.src[6:9]), None, "lm"), 1.0)
+    before_grads = adapter.grads_buffer().copy()
+    before_params = adapter.params_buffer().copy()
+    probe = adapter.probe_grad(batch)
+    assert probe.shape == (sum(n for _, n in adapter.tensor_sizes()),)
+    assert np.array_equal(adapter.grads_buffer(), before_grads)
+    assert np.array_equal(adapter.params_buffer(), before_params)
+    adapter.zero_grad()
+    adapter.forward_backward(batch, 1.0)
+    assert np.allclose(probe, adapter.grads_buffer(), rtol=1e-4, atol=1e-5)
+    assert np.abs(probe).sum() > 0
