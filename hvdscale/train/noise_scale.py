@@ -15,9 +15,13 @@ This module only estimates; collecting the per-rank sums (one allreduce) is the 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+from hvdscale.core.data import Batch
 
 
 @dataclass(frozen=True)
@@ -80,3 +84,74 @@ def b_simple(points: list[Point], resamples: int = 400, seed: int = 0) -> dict |
     p10, p90 = (np.percentile(ratios, [10, 90]) if ratios.size else (np.nan, np.nan))
     return {"b_simple_tokens": float(s.mean() / g2.mean()), "p10": float(p10),
             "p90": float(p90), "points": len(points)}
+
+
+SHARED_MODEL = ("horovod", "ps", "ddp", "mwms")
+"""Strategies whose ranks train one model (independent replicas share no weights)."""
+
+HOW = ("McCandlish et al. 2018 appendix A: per-rank and averaged gradients of the batch just "
+       "trained, at each evaluation point (outside training time); B_simple = mean tr(Sigma) / "
+       "mean |G|^2 over the points, in loss tokens; p10-p90 of a seeded bootstrap over points")
+
+
+class NoiseProbe:
+    """Collects one point per evaluation (every rank calls ``probe`` at the same moments)."""
+
+    def __init__(self, world: Any, adapter: Any, computes: bool, why_not: str | None) -> None:
+        """``why_not``: why this run cannot estimate (None: it can); the probe then does no
+        collective at all, on every rank alike."""
+        self.world, self.adapter, self.computes, self.why_not = world, adapter, computes, why_not
+        self.size = int(sum(n for _, n in adapter.tensor_sizes())) if why_not is None else 0
+        self.points: list[Point] = []
+        self.per_point: list[dict[str, float]] = []
+        self.seconds = 0.0
+
+    def probe(self, batch: Batch | None) -> float:
+        """One point from ``batch`` (this rank's last trained batch; None: adds zeros).
+
+        Returns the seconds it took (the caller excludes them from training time)."""
+        if self.why_not is not None:
+            return 0.0
+        start = time.perf_counter()
+        if self.computes and batch is not None and batch.loss_tokens > 0:
+            mine = local_sums(self.adapter.probe_grad(batch), batch.loss_tokens, self.size)
+        else:
+            mine = local_sums(None, 0, self.size)
+        reduced = self.world.allreduce_sum(mine)  # hvd: one allreduce per evaluation point
+        point = point_from_sums(reduced)
+        g = reduced[:-4]
+        self.per_point.append({
+            "tokens": float(reduced[-4]), "inv_tokens": float(reduced[-3]),
+            "sq_small": float(reduced[-2]), "ranks": float(reduced[-1]),
+            "sq_big_sum": float(np.dot(g, g)),
+            "g2": point.g2 if point else None, "s": point.s if point else None})
+        if point is not None:
+            self.points.append(point)
+        took = time.perf_counter() - start
+        self.seconds += took
+        return took
+
+    def summary(self) -> dict[str, Any]:
+        """The record's ``quality.noise_scale``: B_simple or null with its ``why``."""
+        est = b_simple(self.points) if self.why_not is None else None
+        why = self.why_not
+        if why is None and est is None:
+            why = ("no evaluation point had two contributing ranks" if not self.points
+                   else "mean |G|^2 estimate not positive (too few or too noisy points)")
+        tokens = [p["tokens"] for p in self.per_point if p["ranks"] >= 2]
+        return {"b_simple_tokens": est["b_simple_tokens"] if est else None,
+                "p10": est["p10"] if est else None, "p90": est["p90"] if est else None,
+                "points": len(self.points),
+                "global_batch_tokens": float(np.mean(tokens)) if tokens else None,
+                "per_point": self.per_point, "probe_s": self.seconds, "why": why, "how": HOW}
+
+
+def why_not(strategy: str, world_size: int, enabled: bool) -> str | None:
+    """Why a run records no noise scale (None: it records one)."""
+    if not enabled:
+        return "measure.noise_scale is off"
+    if strategy not in SHARED_MODEL:
+        return f"strategy {strategy} trains no shared model (replicas share no weights)"
+    if world_size < 2:
+        return "needs at least two ranks (one rank has no small/big batch pair)"
+    return None
