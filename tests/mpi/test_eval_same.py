@@ -24,3 +24,13 @@ def test_noise_probe_leaves_the_trained_weights_bit_identical(strategy: str, hvd
                                                                comm_world) -> None:
     """Issue 33: the gradient-noise probe at each evaluation changes nothing that is trained."""
     check_probe_leaves_training_alone("torch", strategy, comm_world)
+
+
+@pytest.mark.np3
+@needs_mpi
+def test_noise_probe_with_a_dedicated_server(comm_world) -> None:
+    """The server computes no gradient and adds zeros: np=2 has one contributing rank (null,
+    with its why), np=3 two (an estimate)."""
+    check_probe_leaves_training_alone("torch", "ps", comm_world, "strategy.ps.placement=dedicated",
+                                      "strategy.ps.num_servers=1",
+                                      contributing=comm_world.size - 1)
