@@ -119,3 +119,30 @@ def test_tf_probe_grad_matches_backward_and_leaves_grads_alone():
     adapter.forward_backward(batch, 1.0)
     assert np.allclose(probe, adapter.grads_buffer(), rtol=1e-4, atol=1e-5)
     assert np.abs(probe).sum() > 0
+
+
+def test_report_prints_b_simple_beside_the_statistical_efficiency():
+    """Crafted records: the weak 2-rank row shows its global batch in tokens and B_simple with
+    its p10-p90; the 1-rank row (no estimate) shows dashes; the intro has the legend."""
+    from hvdscale.study.quality import quality_section
+    from tests.unit.test_quality_report import _record
+
+    one = _record(1, "weak", [3.0, 2.5, 1.5], 1000.0)
+    two = _record(2, "weak", [3.0, 1.5], 1800.0)
+    two["quality"]["noise_scale"] = {"b_simple_tokens": 812.4, "p10": 640.2, "p90": 1003.9,
+                                     "global_batch_tokens": 1210.0, "points": 2}
+    one["quality"]["noise_scale"] = {"b_simple_tokens": None, "global_batch_tokens": None,
+                                     "why": "needs at least two ranks"}
+    md = quality_section([one, two])
+    head = next(line for line in md.splitlines() if line.startswith("| ranks"))
+    row2 = next(line for line in md.splitlines() if line.startswith("| 2 |"))
+    row1 = next(line for line in md.splitlines() if line.startswith("| 1 |"))
+    cols = [c.strip() for c in head.strip("|").split("|")]
+    cells = [c.strip() for c in row2.strip("|").split("|")]
+    assert len(cells) == len(cols)
+    weak = cols.index("weak: batch/rank")
+    at = {name: cells[i] for i, name in enumerate(cols) if i >= weak}
+    assert at["batch (tokens)"] == "1210" and at["B_simple (tokens)"] == "812 (640-1004)"
+    assert at["stat. eff."] != ""
+    assert "- | - |" in row1
+    assert "B_simple" in md.split("###")[0] and "well above" in md.split("###")[0]
