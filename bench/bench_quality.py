@@ -66,7 +66,9 @@ def _run(task: str, fw: str, strategy: str, np_: int, sets: list[str], work: Pat
             "load_before": before, "load_after": after, "stop": q["stop"], "steps": q["steps"],
             "curve": [{k: p[k] for k in ("step", "updates", "words", "train_s", "wall_s",
                                          "loss") if k in p} for p in q["curve"]],
-            "optim": q["optim"], "floor_loss": q["floor_loss"]}
+            "optim": q["optim"], "floor_loss": q["floor_loss"],
+            "noise_scale": {k: v for k, v in (q.get("noise_scale") or {}).items()
+                            if k != "per_point"}}
 
 
 def stopped_at(curve: list[dict], target: float) -> dict | None:
