@@ -356,3 +356,13 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def issue33_noise_scale(d: dict) -> list[str]:
+    """Per batch/rank row of bench_noise_scale's render: B_simple and stat. eff. as printed.
+    (Register in CHECKS with ("noise_scale.json",) once that raw file and its section land.)"""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_noise_scale import render
+
+    return [line for line in render(d).splitlines() if line.startswith("| ") and
+            line[2].isdigit()]
