@@ -68,7 +68,8 @@ def _run(task: str, fw: str, strategy: str, np_: int, sets: list[str], work: Pat
                                          "loss") if k in p} for p in q["curve"]],
             "optim": q["optim"], "floor_loss": q["floor_loss"], "reached": q["reached"],
             "diverged": q.get("diverged", False), "start_loss": q.get("start_loss"),
-            "noise_scale": q.get("noise_scale")}
+            "noise_scale": {k: v for k, v in (q.get("noise_scale") or {}).items()
+                            if k != "per_point"}}
 
 
 def stopped_at(curve: list[dict], target: float) -> dict | None:

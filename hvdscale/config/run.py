@@ -48,12 +48,18 @@ class MeasureConfig:
     """Evaluate on at most this many held-out sentences (0: the whole evaluation set)."""
     until: UntilConfig = field(default_factory=UntilConfig)
     """Train to a quality target instead of a fixed step count (hvdscale.config.quality)."""
+    noise_scale: bool = True
+    """At each evaluation, estimate the gradient noise scale B_simple from the per-rank and
+    averaged gradients of the batch just trained (one extra allreduce, outside training time;
+    hvdscale.train.noise_scale). Changes nothing that is trained."""
 
     def __post_init__(self) -> None:
         _check(self.eval_every >= 0, "measure.eval_every", "must be >= 0", self.eval_every)
         _check(self.eval_every_s >= 0, "measure.eval_every_s", "must be >= 0", self.eval_every_s)
         _check(not (self.eval_every and self.eval_every_s), "measure.eval_every_s",
                "cannot be set together with measure.eval_every", self.eval_every_s)
+        _check(isinstance(self.noise_scale, bool), "measure.noise_scale", "must be true or false",
+               self.noise_scale)
         _check(self.eval_batch_size >= 1, "measure.eval_batch_size", "must be >= 1",
                self.eval_batch_size)
         _check(self.eval_max_sentences >= 0, "measure.eval_max_sentences", "must be >= 0",

@@ -13,6 +13,8 @@ Label-only fields (never part of the identity):
   ``strategy.ddp.timeout_s``, ``strategy.mwms.timeout_s``: supervision limits; they end a broken
   run but leave a healthy one's timing alone;
 * ``strategy.mwms.port``: where MWMS's workers listen, not how fast;
+* ``measure.noise_scale``: the gradient-noise probe runs outside training time and changes
+  nothing that is trained (records from before the setting stay comparable);
 * ``strategy.horovod.timeline`` and ``strategy.horovod.autotune_log``: only *whether* they are
   on counts (writing a timeline costs time), not the path written to.
 
@@ -40,7 +42,7 @@ from typing import Any
 
 LABEL_ONLY = ("name", "measure.step_timeout_s", "measure.run_timeout_s",
               "strategy.horovod.stall_check_s", "strategy.ddp.timeout_s",
-              "strategy.mwms.port", "strategy.mwms.timeout_s")
+              "strategy.mwms.port", "strategy.mwms.timeout_s", "measure.noise_scale")
 ON_OFF = ("strategy.horovod.timeline", "strategy.horovod.autotune_log")
 SERIES = ("framework", "model.rnn_impl", "strategy")
 

@@ -88,6 +88,11 @@ class Adapter(Protocol):
         """Summed token loss of ``batch`` without gradients."""
         ...
 
+    def probe_grad(self, batch: Batch) -> np.ndarray:
+        """Gradient of ``batch``'s summed token loss as one flat array in ``tensor_sizes``
+        order, with no side effect on accumulated gradients, optimizer or communication."""
+        ...
+
     def step(self) -> None:
         """Apply the current gradients with the run's optimizer."""
         ...

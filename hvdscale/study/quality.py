@@ -113,9 +113,10 @@ def _steps(point: dict[str, Any]) -> float:
 
 
 def _cells(rec: dict[str, Any] | None, base: dict[str, Any] | None) -> list[str]:
-    """batch/rank, global batch, time to target, its speedup, throughput speedup, efficiency."""
+    """batch/rank, global batch, time to target, its speedup, throughput speedup, efficiency,
+    global batch in tokens and B_simple (tokens)."""
     if rec is None:
-        return ["", "", "", "", "", ""]
+        return ["", "", "", "", "", "", "", ""]
     c, q = rec["config"], rec["quality"]
     per_rank = c["data"]["batch_size"] if c["data"]["scaling"] == "weak" else \
         c["data"]["batch_size"] / rec["workers"]
@@ -134,7 +135,17 @@ def _cells(rec: dict[str, Any] | None, base: dict[str, Any] | None) -> list[str]
         if hit is not None and bhit is not None:
             sp = f"{bhit['train_s'] / hit['train_s']:.2f}"
             eff = f"{bhit['train_s'] / hit['train_s'] / thr_x:.2f}"
-    return [f"{per_rank:g}", f"{glob:g}", ttt_s, sp, thr, eff]
+    return [f"{per_rank:g}", f"{glob:g}", ttt_s, sp, thr, eff, *_noise_cells(q)]
+
+
+def _noise_cells(q: dict[str, Any]) -> list[str]:
+    """Global batch in tokens and B_simple with its p10-p90 (hvdscale.train.noise_scale);
+    ``-`` where the record has none (one rank, independent, probe off, older records)."""
+    ns = q.get("noise_scale") or {}
+    tokens, est = ns.get("global_batch_tokens"), ns.get("b_simple_tokens")
+    if est is None:
+        return [f"{tokens:.0f}" if tokens else "-", "-"]
+    return [f"{tokens:.0f}", f"{est:.0f} ({ns['p10']:.0f}-{ns['p90']:.0f})"]
 
 
 def _verdict(rec: dict[str, Any] | None, base: dict[str, Any] | None) -> str:
@@ -163,7 +174,9 @@ def quality_section(records: list[dict[str, Any]]) -> str:
              "met the target, interpolated linearly between the evaluations either side of it "
              "(stop: the evaluation at which the run stopped); statistical efficiency = "
              "time-to-target speedup / throughput speedup; steps to target count warm-up "
-             f"updates where the record does (>= {SURVIVES}: the throughput gain survived).\n"]
+             f"updates where the record does (>= {SURVIVES}: the throughput gain survived).\n",
+             "B_simple: the gradient noise scale in tokens (p10-p90), measured during the run; a "
+             "global batch well above it means more ranks stop cutting the steps to target.\n"]
     for group in sorted({k[0] for k in latest}, key=repr):
         kind, source, fw, metric, target = group[:5]
         lines.append(f"\n### {kind} on {source}, {fw} ({group[5]}): {metric} <= {target} "
@@ -184,10 +197,10 @@ def _strategy_table(latest: dict[tuple, dict[str, Any]], group: tuple,
                 "no single model's quality measures what the ranks reached together.\n",
                 "| ranks | words/s | scaling |", "|--|--|--|", *rows]
     head = ("| ranks | strong: batch/rank | total batch | time to target (s) | speedup | "
-            "throughput speedup | stat. eff. | weak: batch/rank | total batch | "
-            "time to target (s) | speedup | throughput speedup | stat. eff. | weak: gain "
-            "survived? |")
-    out = [f"\n**{strategy}**\n", head, "|" + "--|" * 14]
+            "throughput speedup | stat. eff. | batch (tokens) | B_simple (tokens) | "
+            "weak: batch/rank | total batch | time to target (s) | speedup | throughput speedup "
+            "| stat. eff. | batch (tokens) | B_simple (tokens) | weak: gain survived? |")
+    out = [f"\n**{strategy}**\n", head, "|" + "--|" * 18]
     # At one rank strong and weak scaling are the same run: either serves both columns.
     one = [latest.get((group, strategy, s, 1)) for s in ("strong", "weak")]
     base = {"strong": one[0] or one[1], "weak": one[1] or one[0]}

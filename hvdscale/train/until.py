@@ -27,6 +27,7 @@ from hvdscale.core.data import Batch
 from hvdscale.core.evalset import make_eval_set
 from hvdscale.errors import HvdscaleError
 from hvdscale.train.evaluate import Evaluator
+from hvdscale.train.noise_scale import NoiseProbe, why_not
 
 
 class UntilTracker:
@@ -59,6 +60,8 @@ class UntilTracker:
         self.start_loss: float | None = None
         """Held-out loss of the initial weights: above it (or NaN), a run has diverged."""
         self.diverged = False
+        self.noise: NoiseProbe | None = None  # the gradient noise scale's probe (issue 33)
+        self.last_batch: Batch | None = None  # the batch the probe differentiates
 
     def begin(self) -> None:
         """Start the clocks (where the loop opens the measured window)."""
@@ -71,6 +74,7 @@ class UntilTracker:
     def after_step(self, step: int, batch: Batch | None) -> bool:
         """Count step ``step`` (negative: warm-up); evaluate if due; True when the run should
         stop (never during warm-up)."""
+        self.last_batch = batch
         if batch is not None:
             self.words += batch.words
             self.sentences += batch.sentences
@@ -91,6 +95,8 @@ class UntilTracker:
         return self._evaluate(last)
 
     def _evaluate(self, last: bool) -> bool:
+        if self.noise is not None:  # its time is excluded from training as evaluation's is
+            self.evaluator.seconds += self.noise.probe(self.last_batch)
         own_train = self.train_s() if self.evaluator.world.rank == self.evaluator.rank else 0.0
         loss, sums = self.evaluator.evaluate([self.words, self.sentences, own_train])
         words, sentences, train_s = int(sums[0]), int(sums[1]), float(sums[2])
@@ -164,7 +170,8 @@ class UntilTracker:
             "warmup_steps": self.warmup_steps, "updates": self.warmup_steps + self.steps,
             "words": last.get("words"),
             "epochs": last.get("epochs"), "final_loss": last.get("loss"),
-            "final_perplexity": last.get("perplexity"), "optim": optim, "curve": self.curve}
+            "final_perplexity": last.get("perplexity"), "optim": optim, "curve": self.curve,
+            "noise_scale": self.noise.summary() if self.noise is not None else None}
 
 
 def _ppl(loss: float | None) -> float | None:
@@ -198,4 +205,6 @@ def make_tracker(cfg: Any, world: Any, adapter: Any, computes: bool, vocab: tupl
     tracker = UntilTracker(m, Evaluator(world, adapter, evalset, computes), evalset.floor_loss,
                            total)
     tracker.measure_start()
+    tracker.noise = NoiseProbe(world, adapter, computes,
+                               why_not(cfg.strategy.name, world.size, m.noise_scale))
     return tracker

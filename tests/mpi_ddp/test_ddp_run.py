@@ -63,3 +63,10 @@ def test_an_epoch_run_with_idle_ranks_finishes(idle, comm_world) -> None:
         # Every rank's replica ends the same (join: DDP copies the last rank's parameters).
         prints = {(round(f["sum"], 6), round(f["l2"], 6)) for f in rec["fingerprints"]}
         assert len(prints) == 1, rec["fingerprints"]
+
+
+def test_noise_probe_leaves_ddp_training_alone(comm_world) -> None:
+    """Issue 33: autograd.grad on the unwrapped module runs none of DDP's reducer hooks."""
+    from tests.noise_probe import check_probe_leaves_training_alone
+
+    check_probe_leaves_training_alone("torch", "ddp", comm_world)

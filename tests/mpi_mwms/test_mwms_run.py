@@ -75,3 +75,21 @@ def test_nccl_without_a_gpu_is_refused(comm_world) -> None:
             mwms.native(MWMSConfig(communication="nccl"), comm_world)
     finally:
         mwms._NATIVE.update(saved)
+
+
+@pytest.mark.np3
+def test_noise_probe_under_mwms(comm_world) -> None:
+    """Issue 33: the probe reads the mirrored variables outside strategy.run and estimates.
+    (MWMS is set up once per process, so the on/off comparison of the trained weights runs
+    for Horovod and PS in tests/mpi_tf; here: an estimate per evaluation, replicas equal.)"""
+    from hvdscale.train.runner import run
+    from tests.noise_probe import TINY_LM
+
+    out = comm_world.bcast(tempfile.mkdtemp(prefix="hvdscale-mwms-") if comm_world.rank == 0
+                           else None)
+    rec = run(load_config(None, [*TINY_LM, "framework=tf", "strategy.name=mwms"]), out)
+    if comm_world.rank == 0:
+        ns = rec["quality"]["noise_scale"]
+        assert [p["ranks"] for p in ns["per_point"]] == [comm_world.size] * 3, ns
+        assert ns["points"] == 3 and ns["probe_s"] > 0
+        assert len({(f["sum"], f["l2"]) for f in rec["fingerprints"]}) == 1

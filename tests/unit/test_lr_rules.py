@@ -132,7 +132,8 @@ def _record(rule: str, rnd: int, times: list[float], losses: list[float], ranks:
     cfg = to_dict(load_config(None, sets))
     cfg["name"] = f"lm-round{rnd + 1}"
     curve = [{"step": 25 * (i + 1), "updates": 25 * (i + 1), "words": 1000 * (i + 1),
-              "train_s": t, "wall_s": t, "loss": x} for i, (t, x) in enumerate(zip(times, losses))]
+              "train_s": t, "wall_s": t, "loss": x}
+             for i, (t, x) in enumerate(zip(times, losses, strict=True))]
     return {"status": "ok", "name": cfg["name"], "config": cfg, "ranks": ranks, "workers": ranks,
             "words_per_s": 1000.0,
             "quality": {"until": {"metric": "loss", "target": 2.0}, "floor_loss": None,

@@ -169,6 +169,7 @@ class TFAdapter:
             probe(model_cfg, self.model)
         self.variables: list[tf.Variable] = list(self.model.trainable_variables)  # torch order
         self._names = param_names(self.model)
+        self._probe: Callable[..., Any] | None = None  # probe_grad's graph, traced on first use
         self._sizes = [int(np.prod(v.shape)) for v in self.variables]
         self.num_params = int(sum(self._sizes))
         self.optim_cfg = optim_cfg
@@ -303,6 +304,26 @@ class TFAdapter:
 
     def loss(self, batch: Batch) -> float:
         return float(self._loss(*self._inputs(batch)))
+
+    def probe_grad(self, batch: Batch) -> np.ndarray:
+        """Gradient of the batch's summed token loss, flat float64 in ``tensor_sizes`` order.
+
+        A plain tape of its own (never Horovod's): nothing accumulates, nothing communicates
+        (gradient noise scale, issue 33). Embedding IndexedSlices are densified.
+        """
+        if self._probe is None:
+            variables, model = self.variables, self.model
+
+            def probe(src, src_len, tgt_in, tgt_out, tgt_len):  # type: ignore[no-untyped-def]
+                with tf.GradientTape() as tape:
+                    loss, _ = model(src, src_len, tgt_in, tgt_out, tgt_len)
+                grads = tape.gradient(loss, variables)
+                return [tf.reshape(tf.zeros_like(v) if g is None else tf.convert_to_tensor(g),
+                                   [-1]) for v, g in zip(variables, grads, strict=True)]
+
+            self._probe = tf.function(probe, input_signature=self._signature()[:5])
+        parts = self._probe(*self._inputs(batch))
+        return np.concatenate([p.numpy().astype(np.float64) for p in parts])
 
     def step(self) -> None:
         self._apply()

@@ -264,6 +264,20 @@ class TorchAdapter:
             loss, _ = self.model(**self.tensors(batch))
         return float(loss)
 
+    def probe_grad(self, batch: Batch) -> np.ndarray:
+        """Gradient of the batch's summed token loss, flat float64 in ``tensor_sizes`` order.
+
+        No side effects: ``autograd.grad`` on the unwrapped module returns the gradients
+        without accumulating into ``.grad``, so the hooks Horovod and DDP put on gradient
+        accumulation never run and nothing is communicated (gradient noise scale, issue 33).
+        """
+        loss, _ = self.model(**self.tensors(batch))
+        grads = torch.autograd.grad(loss, self.params, allow_unused=True)
+        parts = [torch.zeros(p.numel(), dtype=torch.float64) if g is None
+                 else (g.to_dense() if g.is_sparse else g).detach().reshape(-1).double().cpu()
+                 for p, g in zip(self.params, grads, strict=True)]
+        return torch.cat(parts).numpy()
+
     def step(self) -> None:
         self.optimizer.step()
 
