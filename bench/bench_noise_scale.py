@@ -22,6 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_quality import QUIET_LOAD, _fmt, _run, _stats, pick_target
+from emit import quiet_label
 
 ABOVE, BELOW = 2.0, 0.5
 """Global batch > ABOVE x B_simple: expect the weak gain lost; < BELOW x: expect it kept."""
@@ -81,9 +82,10 @@ def _verdict(tokens: list, b_simple: list) -> str:
 
 def render(raw: dict[str, Any]) -> str:
     """The markdown table, from the raw file alone."""
+    q = quiet_label(raw)  # from the loads recorded around each run, not a stored label
     out = [f"Markov LM, torch, horovod, np=2 weak vs np=1; cap {raw['cap_s']:g} s at np=1; "
-           f"{raw['rounds']} round(s); {'quiet' if raw['quiet'] else 'NOT quiet'} "
-           f"(max 1-min load {raw['max_load']:.1f}).", "",
+           f"{raw['rounds']} round(s); {'quiet' if q['quiet'] else 'NOT quiet'} "
+           f"(max 1-min load {q['load_1min_max']:.1f}).", "",
            "| batch/rank (sentences) | global batch (tokens) | B_simple (tokens) | stat. eff. "
            "| global batch vs B_simple |", "|--|--|--|--|--|"]
     for r in rows(raw):

@@ -266,16 +266,6 @@ def issue20_overhead(*runs: dict) -> list[str]:
     return out
 
 
-def issue33_noise_scale(d: dict) -> list[str]:
-    """Per batch/rank row of bench_noise_scale's render: B_simple and stat. eff. as printed.
-    (Register in CHECKS with ("noise_scale.json",) once that raw file and its section land.)"""
-    sys.path.insert(0, str(ROOT / "bench"))
-    from bench_noise_scale import render
-
-    return [line for line in render(d).splitlines() if line.startswith("| ") and
-            line[2].isdigit()]
-
-
 CHECKS: list[tuple[str, tuple[str, ...], Callable[..., list[str]]]] = [
     ("issue 3 harness overhead", ISSUE3_RUNS, issue3_overhead),
     ("issue 3 scaling", ("strategies_np2.json",), issue3_strategies),
