@@ -63,8 +63,21 @@ def rows(raw: dict[str, Any]) -> list[dict[str, Any]]:
         out.append({"batch": b,
                     "tokens": [n.get("global_batch_tokens") for n in ns],
                     "b_simple": [n.get("b_simple_tokens") for n in ns],
-                    "eff": [_stats(o, t)["eff"] for o, t in pairs]})
+                    "eff": [_stats(o, t)["eff"] for o, t in pairs],
+                    "eff_steps": [None if st["steps_x"] is None else 1.0 / (2.0 * st["steps_x"])
+                                  for st in (_stats(o, t) for o, t in pairs)]})
     return out
+
+
+def predicted_eff(tokens: list, b_simple: list) -> float | None:
+    """McCandlish et al.'s steps model S = S_min (1 + B_noise / B) for doubling the batch from
+    B = tokens / 2 (np=1) to tokens (np=2): statistical efficiency (B + Bn) / (2B + Bn)."""
+    t = [x for x in tokens if x is not None]
+    s = [x for x in b_simple if x is not None and x > 0]
+    if not t or not s:
+        return None
+    one, bn = statistics.median(t) / 2.0, statistics.median(s)
+    return (one + bn) / (2.0 * one + bn)
 
 
 def _verdict(tokens: list, b_simple: list) -> str:
@@ -87,10 +100,14 @@ def render(raw: dict[str, Any]) -> str:
            f"{raw['rounds']} round(s); {'quiet' if q['quiet'] else 'NOT quiet'} "
            f"(max 1-min load {q['load_1min_max']:.1f}).", "",
            "| batch/rank (sentences) | global batch (tokens) | B_simple (tokens) | stat. eff. "
-           "| global batch vs B_simple |", "|--|--|--|--|--|"]
+           "| stat. eff. in steps | predicted from B_simple | global batch vs B_simple |",
+           "|--|--|--|--|--|--|--|"]
     for r in rows(raw):
+        pred = predicted_eff(r["tokens"], r["b_simple"])
         out.append(f"| {r['batch']} | {_fmt(r['tokens'], '.0f')} | {_fmt(r['b_simple'], '.0f')} "
-                   f"| {_fmt(r['eff'])} | {_verdict(r['tokens'], r['b_simple'])} |")
+                   f"| {_fmt(r['eff'])} | {_fmt(r['eff_steps'])} | "
+                   f"{'-' if pred is None else format(pred, '.2f')} | "
+                   f"{_verdict(r['tokens'], r['b_simple'])} |")
     return "\n".join(out)
 
 
