@@ -33,6 +33,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from hvdscale.config.model import SCALE_LR_RULES
 from hvdscale.study.quality import crossing
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -205,7 +206,7 @@ def main() -> int:
     p.add_argument("--frameworks", default="torch,tf")
     p.add_argument("--strategies", default="horovod,ps")
     p.add_argument("--rounds", type=int, default=1)
-    p.add_argument("--scale-lr", default="none", choices=("none", "linear", "sqrt"))
+    p.add_argument("--scale-lr", default="none", choices=SCALE_LR_RULES)
     p.add_argument("--eval-every", type=int, default=25)
     p.add_argument("--lm-cap-s", type=float, default=10.0, help="np=1 training-time cap, lm")
     p.add_argument("--nmt-cap-s", type=float, default=12.0, help="np=1 training-time cap, nmt")
