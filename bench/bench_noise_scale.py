@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_quality import QUIET_LOAD, _fmt, _run, _stats, pick_target
+from bench_quality import _fmt, _run, _stats, pick_target
 from emit import quiet_label
 
 ABOVE, BELOW = 2.0, 0.5
@@ -47,9 +47,8 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
                      {**two, "round": rnd, "target": target}]
             print(f"round {rnd} batch {b}: target {target:.3f} B_simple "
                   f"{two['noise_scale'].get('b_simple_tokens')}", flush=True)
-    loads = [x for r in runs for x in (r["load_before"], r["load_after"])]
-    return {"runs": runs, "rounds": args.rounds, "cap_s": args.cap_s, "batches": args.batches,
-            "quiet": all(x <= QUIET_LOAD for x in loads), "max_load": max(loads)}
+    # No stored quiet label: render judges the loads each run recorded (emit.quiet_label).
+    return {"runs": runs, "rounds": args.rounds, "cap_s": args.cap_s, "batches": args.batches}
 
 
 def rows(raw: dict[str, Any]) -> list[dict[str, Any]]:

@@ -13,14 +13,13 @@ rounds both reached says how much faster; a ratio range that straddles 1.0 is wi
 
 from __future__ import annotations
 
-import copy
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hvdscale.records.experiment import experiment_id, strategy_label
-from hvdscale.study.quality import reached_at
+from hvdscale.records.experiment import strategy_label
+from hvdscale.study.quality import id_without, reached_at, source_name
 from hvdscale.study.recommend import WITHIN_NOISE, paired_ratios, ratio_summary, within_noise
 from hvdscale.study.rounds import by_round, round_of
 
@@ -155,16 +154,9 @@ def record_outcome(rec: Mapping[str, Any]) -> Outcome:
 
 def _rule_group(rec: Mapping[str, Any]) -> tuple:
     """The experiment and strategy without the rule: the runs a rule comparison pairs."""
-    c = rec["config"]
-    bare = copy.deepcopy(dict(c))
-    for key in _RULE_KEYS:
-        bare["optim"].pop(key, None)
-    for cap in ("max_time_s", "max_steps"):
-        bare["measure"].get("until", {}).pop(cap, None)
-    data = c["data"]
-    source = data["source"] if data["source"] == "text" else data["synthetic"]["kind"]
-    return (c["model"]["kind"], source, c["framework"], strategy_label(c), c["optim"]["name"],
-            experiment_id(bare))
+    c = dict(rec["config"])
+    return (c["model"]["kind"], source_name(c), c["framework"], strategy_label(c),
+            c["optim"]["name"], id_without(c, "optim", _RULE_KEYS))
 
 
 def _weak_runs(records: Sequence[Mapping[str, Any]]) -> dict[tuple, dict[str, list]]:

@@ -73,22 +73,31 @@ def reached_at(rec: dict[str, Any]) -> dict[str, Any] | None:
     return crossing(q.get("curve") or [], loss)
 
 
+def source_name(config: dict[str, Any]) -> str:
+    """``text`` or the synthetic source's kind: how a table names a record's data."""
+    data = config["data"]
+    return data["source"] if data["source"] == "text" else data["synthetic"]["kind"]
+
+
+def id_without(config: dict[str, Any], section: str, keys: tuple[str, ...]) -> str:
+    """The experiment id of ``config`` without ``keys`` of ``section`` (the axis a table
+    spreads over) and without the time and step caps (they do not change when a run met its
+    target)."""
+    bare = copy.deepcopy(dict(config))
+    for key in keys:
+        bare[section].pop(key, None)
+    for cap in ("max_time_s", "max_steps"):
+        bare["measure"].get("until", {}).pop(cap, None)
+    return experiment_id(bare)
 
 
 def _group(rec: dict[str, Any]) -> tuple:
     """The experiment without its scaling axis: one table holds its strong and weak runs at
-    every rank count. The time and step caps are left out (they do not change when a run met
-    its target); metric and target are in the id and also named for the heading."""
+    every rank count. Metric and target are in the id and also named for the heading."""
     c = rec["config"]
-    data = c["data"]
-    source = data["source"] if data["source"] == "text" else data["synthetic"]["kind"]
     until = rec["quality"]["until"]
-    bare = copy.deepcopy(c)
-    bare["data"].pop("scaling", None)
-    for cap in ("max_time_s", "max_steps"):
-        bare["measure"].get("until", {}).pop(cap, None)
-    return (c["model"]["kind"], source, c["framework"], until.get("metric"),
-            until.get("target"), c["model"].get("rnn_impl"), experiment_id(bare))
+    return (c["model"]["kind"], source_name(c), c["framework"], until.get("metric"),
+            until.get("target"), c["model"].get("rnn_impl"), id_without(c, "data", ("scaling",)))
 
 
 def _quality_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
