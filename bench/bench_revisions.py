@@ -35,8 +35,11 @@ def export(rev: str, dest: Path) -> Path:
     tree = dest / "tree"
     with tarfile.open(archive) as t:
         t.extractall(tree, filter="data")
-    # The installed package maps hvdscale.models to models/; the export needs the same.
-    (tree / "hvdscale" / "models").symlink_to(tree / "models", target_is_directory=True)
+    # Revisions before the models moved into the package kept them in a top-level models/
+    # that only the install mapped to hvdscale.models; give such an export the same view.
+    inner = tree / "hvdscale" / "models"
+    if not inner.exists():
+        inner.symlink_to(tree / "models", target_is_directory=True)
     return tree
 
 
