@@ -123,6 +123,20 @@ def h100_cpu_round(demo: list[dict], load_log: str) -> list[str]:
     return out
 
 
+def h100_fit_validation(demo: list[dict]) -> list[str]:
+    """``predict --fit`` on the round's n <= 4 (1, 2, 4: n = 3 not measured) against its n = 6
+    and 8, as ``bench/many_cores_report.py`` computes it."""
+    from many_cores_report import validation_rows
+
+    rows = validation_rows("demo", [_ok(demo)], 4)
+    bad = [r["error"] for r in rows if "error" in r]
+    if bad:
+        return [f"fit failed: {e}" for e in bad]
+    return [f"| {r['strategy']} | {r['n']} | {r['measured_words_per_s']:,.0f} | "
+            f"{r['predicted_words_per_s']:,.0f} | {100 * (r['ratio'] - 1):+.1f} % | "
+            f"{r['most_wrong_term']} |" for r in rows]
+
+
 def h100_limit(seeds: list[dict], gemms: list[dict]) -> list[str]:
     """The limit table's rows as ``python -m hvdscale.study.gpu_limit`` prints them."""
     (g,) = [r for r in gemms if r.get("kind") == "gemm"]
@@ -145,6 +159,7 @@ H100_CHECKS = [
      h100_strategies),
     ("issue 38 H100 CPU round", (CPU + "round1/demo/results.jsonl", CPU + "load.log"),
      h100_cpu_round),
+    ("issue 38 H100 CPU round fit", (CPU + "round1/demo/results.jsonl",), h100_fit_validation),
     ("issue 38 H100 limit", (GPU + "seeds/results.jsonl", GPU + "gemm/results.jsonl"),
      h100_limit),
 ]
