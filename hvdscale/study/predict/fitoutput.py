@@ -30,7 +30,7 @@ def gaps_line(g: dict[str, Any]) -> str:
     at = ", ".join(f"n={n}: {_pct(v)}" for n, v in g["interval_pct_at_missing"].items())
     return (f"{head}; not measured: {', '.join(map(str, g['missing']))}. The communication fit "
             f"has {g['comm_dof']} degree(s) of freedom instead of {g['comm_dof_if_measured']} "
-            f"with them, which alone widens every 95 % interval {t}; at the unmeasured n the "
+            f"with them, which alone widens its 95 % interval {t}; at the unmeasured n the "
             f"interval is {at} (at the measured n: {_pct(g['interval_pct_at_measured'])}, "
             "median): interpolated, not measured")
 
