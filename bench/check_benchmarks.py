@@ -36,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "bench") not in sys.path:  # emit, also when this file is loaded by path (tests)
     sys.path.insert(0, str(ROOT / "bench"))
+from check_h100 import H100_CHECKS  # noqa: E402  (issue 38's H100 section)
 from emit import quiet_label  # noqa: E402
 
 GENERATED = re.compile(r"<!-- generated: (.+?) -->\n(.*?)<!-- end generated -->", re.S)
@@ -284,8 +285,19 @@ CHECKS: list[tuple[str, tuple[str, ...], Callable[..., list[str]]]] = [
     ("issue 20 revisions", tuple(r for _, r in ISSUE20_REVISIONS), issue20_revisions),
     ("issue 20 overhead", tuple(r for _, r in ISSUE20_OVERHEAD), issue20_overhead),
 ]
+CHECKS += H100_CHECKS  # issue 38: the first GPU machine's figures (bench/check_h100.py)
 """(section, raw files in the results directory, the figures they give as the text prints
 them: the check is called with each raw file's contents, in this order)."""
+
+
+def _raw(path: Path) -> str | dict | list:
+    """A raw file's contents: text (.md, .log), a list of records (.jsonl), else JSON."""
+    text = path.read_text()
+    if path.suffix in (".md", ".log"):
+        return text
+    if path.suffix == ".jsonl":
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return json.loads(text)
 
 
 def check_figures(text: str, results: Path) -> tuple[int, list[str]]:
@@ -296,8 +308,7 @@ def check_figures(text: str, results: Path) -> tuple[int, list[str]]:
         if missing:
             bad.append(f"{section}: raw file {', '.join(missing)} is missing")
             continue
-        data = [(results / r).read_text() if r.endswith(".md")
-                else json.loads((results / r).read_text()) for r in raws]
+        data = [_raw(results / r) for r in raws]
         try:
             figures = expect(*data)
         except (FigureError, KeyError) as e:

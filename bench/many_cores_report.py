@@ -74,6 +74,15 @@ def validation_rows(name: str, rounds: list[list[dict]], fit_max: int) -> list[d
     out = []
     for k, recs in enumerate(rounds):
         ranks = sorted({r["workers"] for r in recs})
+        # A strategy cut before a second rank count <= fit_max cannot be fitted: named, and
+        # the others still fitted (any two or more rank counts fit: 1, 2, 4 is enough).
+        small: dict[str, set[int]] = {}
+        for r in recs:
+            if r["workers"] <= fit_max:
+                small.setdefault(r["config"]["strategy"]["name"], set()).add(r["workers"])
+        out += [{"round": k, "error": f"strategy {s}: only n = {min(ns)} measured up to "
+                 f"n = {fit_max}, not fitted"} for s, ns in sorted(small.items()) if len(ns) < 2]
+        recs = [r for r in recs if len(small.get(r["config"]["strategy"]["name"], ())) >= 2]
         try:
             rows = evaluate(recs, fit_max, ranks, nbytes)
         except Exception as e:  # one round's failed fit must not hide the others' tables

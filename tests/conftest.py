@@ -15,6 +15,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.exactness_summary import (  # noqa: F401  (hooks: cases ran per strategy)
+    pytest_runtest_logreport,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+)
+
 # Set by an Open MPI singleton init (and by every launcher); one is enough to tell.
 _MARKERS = (b"PMIX_RANK", b"OMPI_MCA_ess", b"PMIX_NAMESPACE")
 _libc = ctypes.CDLL(None)

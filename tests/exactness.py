@@ -37,6 +37,7 @@ from hvdscale.core.device import CPU, Placement
 from hvdscale.core.world import is_gloo_launch
 from hvdscale.frameworks import load_framework
 from hvdscale.strategies import Strategy, make_strategy
+from tests.exactness_summary import note_strategy
 
 TEST_DEVICE = os.environ.get("HVDSCALE_TEST_DEVICE", "cpu")
 """``cuda`` (bench/gpu_device.sh on a GPU machine): each rank's replica on its GPU with TF32
@@ -98,8 +99,10 @@ def plan(cfg: RunConfig, widx: int, nworkers: int) -> BatchPlan:
 def distributed(cfg: RunConfig, world: Any, stage: bool = False) -> tuple[np.ndarray, Strategy]:
     """Train ``cfg``'s strategy on this rank; returns (parameters after, the strategy).
 
-    ``stage`` forces the flat buffers through host staging copies, as on a GPU.
+    ``stage`` forces the flat buffers through host staging copies, as on a GPU. The strategy is
+    noted first, so that a case skipped on this device counts as skipped (exactness_summary).
     """
+    note_strategy(cfg.strategy.name)
     fw = load_framework(cfg.framework)
     strategy = make_strategy(cfg.strategy, world, fw.HorovodStrategy,
                              getattr(fw, "make_native_strategy", None))
@@ -143,6 +146,15 @@ def rank_placement(cfg: RunConfig, world: Any, stage: bool) -> Placement:
         except ConfigError as e:
             pytest.skip(str(e))
     return placement
+
+
+def shares_host_memory(array: np.ndarray, tensor: Any) -> bool:
+    """Whether ``array`` overlaps ``tensor``'s memory. A tensor off the host (a GPU's, or a
+    'meta' one) has no host memory to share; a host tensor is looked at through a detached
+    view (``.numpy()`` refuses a device tensor and one that requires grad)."""
+    if tensor.device.type != "cpu":
+        return False
+    return bool(np.shares_memory(array, tensor.detach().numpy()))
 
 
 def worker_steps(cfg: RunConfig, nworkers: int) -> list[list]:

@@ -1,4 +1,5 @@
-"""The single-GPU "how close to the limit" table and the prepared GPU script's refusal on a
+"""The single-GPU "how close to the limit" table (each part of the step against the GEMM it
+really runs, issue 38 failure 8) and the prepared GPU script's refusal on a
 machine without a GPU (issue 31)."""
 
 from __future__ import annotations
@@ -10,33 +11,76 @@ from pathlib import Path
 import pytest
 
 from hvdscale.config import load_config, to_dict
-from hvdscale.study.gpu_limit import gemm_tflops, limit_rows, main
+from hvdscale.study.gpu_limit import gemm_parts, limit_rows, main, markdown, reference_rate
 from hvdscale.study.step_flops import flops_per_word
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+H100 = ROOT / "bench" / "results" / "h100_2026-11-27" / "gpu"
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
 def _run(impl: str, words_per_s: float) -> dict:
     cfg = to_dict(load_config("configs/nmt_torch.yaml", [f"model.rnn_impl={impl}", "tf32=off"]))
+    b = cfg["data"]["batch_size"]  # 10 steps of 100 source and 110 target tokens a sentence
     return {"status": "ok", "config": cfg, "words_per_s": words_per_s, "ranks": 1, "workers": 1,
+            "sentences": 10 * b, "words": 10 * b * 210, "loss_tokens": 10 * b * 110,
             "device": {"gpu": {"model": "NVIDIA H100"}}}
 
 
-def _gemm(gflops_at: dict[int, float]) -> dict:
-    rows = [{"hidden": 512, "variant": "NN", "batch": b, "gflops": g} for b, g in gflops_at.items()]
-    return {"kind": "gemm", "status": "ok", "frameworks": [{"precision": "fp32", "rows": rows}]}
+def _gemm(rates: dict[tuple[int, int, int, str], float], peak: float) -> dict:
+    rows = [{"M": m, "K": k, "N": n, "variant": v, "hidden": k, "batch": n, "gflops": g}
+            for (m, k, n, v), g in rates.items()]
+    return {"kind": "gemm", "status": "ok",
+            "frameworks": [{"precision": "fp32", "rows": rows, "peak": {"gflops": peak}}]}
 
 
-def test_fraction_is_useful_over_gemm_tflops_at_the_nearest_batch() -> None:
-    gemm = _gemm({256: 20000.0, 512: 40000.0})
-    assert gemm_tflops(gemm, 512, 300, "fp32") == 20.0  # the nearest measured batch
-    assert gemm_tflops(gemm, 512, 500, "fp32") == 40.0
-    assert gemm_tflops(gemm, 512, 500, "tf32") is None
+def test_each_part_is_charged_its_own_gemm_and_the_fraction_is_their_time_over_the_step(
+        ) -> None:
     run = _run("fused", 50000.0)
+    parts = gemm_parts(run)
+    # the input projection of the decoder's first layer: one GEMM over batch x time
+    assert {"part": "input projections", "M": 2048, "K": 512, "N": 384 * 110, "count": 1,
+            "variant": "NN", "flops": 2.0 * 2048 * 512 * 384 * 110} in parts
+    rec = [p for p in parts if p["part"] == "recurrent products" and p["N"] == 384]
+    assert {p["count"] for p in rec} == {100, 110} and {p["variant"] for p in rec} == {"NN", "TN"}
+    # the same flops as the useful-work count (flops per word, source and target halves)
+    total = sum(p["flops"] for p in parts)
+    fpw = flops_per_word(run["config"]["model"])["total"]
+    assert total == pytest.approx(fpw * run["words"] / 10, rel=0.03)
+    # the decoder's recurrent forward (4 layers) is on the curve at 10 TFLOP/s; nothing else
+    gemm = _gemm({(2048, 512, 384, "NN"): 10000.0, (2048, 512, 256, "NN"): 99000.0}, 40000.0)
+    on = [p for p in rec if p["M"] == 2048 and p["variant"] == "NN"]
+    assert len(on) == 4 and reference_rate(gemm, on[0], "fp32") == (1e13, "curve")
+    assert reference_rate(gemm, parts[0], "fp32") == (99e12, "fastest measured")
     (row,) = limit_rows([run], gemm)
-    useful = 50000.0 * flops_per_word(run["config"]["model"])["total"] / 1e12
-    assert row["useful_tflops"] == pytest.approx(useful)
-    assert row["fraction"] == pytest.approx(useful / 20.0)
+    flops_on = sum(p["flops"] for p in on)
+    best = flops_on / 1e13 + (total - flops_on) / 99e12
+    step = 210 * 384 / 50000.0
+    assert row["best_s"] == pytest.approx(best) and row["step_s"] == pytest.approx(step)
+    assert row["fraction"] == pytest.approx(best / step) and not row["wrong_reference"]
+    assert row["useful_tflops"] == pytest.approx(total / step / 1e12)
+    # a step faster than its reference: the reference is wrong, and the table says so
+    (fast,) = limit_rows([_run("fused", 5e6)], gemm)
+    assert fast["fraction"] > 1 and fast["wrong_reference"]
+    assert "WRONG REFERENCE" in markdown([fast])
+
+
+def test_the_h100_seed_runs_stay_below_their_gemms_best_times() -> None:
+    """The H100's own seed runs and GEMM curves (bench/results): the old per-time-step
+    reference read 131 % for the fused step; every part's own GEMM leaves it below 100 %."""
+    (gemm,) = _jsonl(H100 / "gemm" / "results.jsonl")
+    rows = limit_rows(_jsonl(H100 / "seeds" / "results.jsonl"), gemm)
+    assert {r["impl"] for r in rows} == {"fused", "loop"}
+    for r in rows:
+        assert r["fraction"] is not None and 0 < r["fraction"] <= 1.0, r
+        assert not r["wrong_reference"]
+    fused = next(r for r in rows if r["impl"] == "fused")
+    assert fused["useful_tflops"] > 30  # the step really is fast: the reference was the fault
 
 
 def test_main_reads_a_results_folder(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -44,10 +88,11 @@ def test_main_reads_a_results_folder(tmp_path: Path, capsys: pytest.CaptureFixtu
     (tmp_path / "gemm").mkdir()
     (tmp_path / "seeds" / "results.jsonl").write_text(
         json.dumps(_run("loop", 40000.0)) + "\n")
-    (tmp_path / "gemm" / "results.jsonl").write_text(json.dumps(_gemm({384: 30000.0})) + "\n")
+    (tmp_path / "gemm" / "results.jsonl").write_text(
+        json.dumps(_gemm({(2048, 512, 384, "NN"): 30000.0}, 40000.0)) + "\n")
     assert main([str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "|NVIDIA H100|loop|off|40,000|43,398 / 39,369|" in out
+    assert "|NVIDIA H100|loop|off|40,000|43,398 / 39,369|2016.0|" in out
     assert main([str(tmp_path / "missing")]) == 2
 
 

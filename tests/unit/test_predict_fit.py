@@ -132,7 +132,7 @@ def _cli(tmp_path: Path, recs: list[dict], capsys: pytest.CaptureFixture) -> tup
 
 
 @pytest.mark.parametrize("case, message", [
-    ("one", "one rank count only"), ("mixed", "experiments"), ("gap", "misses n = 2"),
+    ("one", "one rank count only"), ("mixed", "experiments"),
     ("servers", "torch / fused / ps; torch / fused / ps x2"),
     ("framework", "tf / fused / ps")])
 def test_bad_records_give_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture,
@@ -151,11 +151,39 @@ def test_bad_records_give_one_clear_error(tmp_path: Path, capsys: pytest.Capture
             else:
                 r["config"]["framework"] = "tf"
             recs.append(r)
-    else:
-        recs = [r for r in recs if r["workers"] != 2]
     code, err = _cli(tmp_path, recs, capsys)
     assert code != 0 and message in err and "Traceback" not in err
     assert err.count("\n") == 1
+
+
+def _powers_of_two() -> list[dict]:
+    """ps and the replicas at n = 1, 2, 4, 8, two records each, the ps communication +-3 %."""
+    return [_rec(s, n, 0.1 * (n - 1) * (1 + (0.03 * (-1) ** i if s == "ps" else 0)))
+            for s in ("ps", "independent") for n in (1, 2, 4, 8) for i in range(2)]
+
+
+def test_powers_of_two_are_fitted_and_the_missing_n_widen_the_interval(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    res = fit_records(_powers_of_two(), 1.0, None, [3, 4, 8])["strategies"]["ps"]
+    g = res["gaps"]
+    assert g["measured"] == [1, 2, 4, 8] and g["missing"] == [3, 5, 6, 7]
+    # ps's communication rows: n = 2, 4, 8 (n = 1 has none), 2 records each
+    assert g["comm_dof"] == 6 - len(res["params"])
+    assert g["comm_dof_if_measured"] == g["comm_dof"] + 8
+    assert g["t_widening"] == pytest.approx(F.t975(g["comm_dof"]) / F.t975(g["comm_dof"] + 8))
+    assert g["t_widening"] > 1.05
+    assert all(v is not None and v > 0 for v in g["interval_pct_at_missing"].values())
+    assert set(res["held_out"]) == {2, 4, 8}
+    p4 = res["predictions"][1]  # the fitted model still goes through the measured point
+    assert p4["comm_s"] == pytest.approx(0.3 / 10, rel=0.05)
+    (tmp_path / "results.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in _powers_of_two()))
+    assert main(["predict", "configs/demo.yaml", "--fit", str(tmp_path), "--ranks", "3,8"]) == 0
+    out = capsys.readouterr().out
+    assert "- rank counts measured: 1, 2, 4, 8; not measured: 3, 5, 6, 7. The communication " \
+           f"fit has {g['comm_dof']} degree(s) of freedom instead of" in out
+    contiguous = [r for r in _powers_of_two() if r["workers"] <= 2]
+    assert fit_records(contiguous, 1.0, None, [2])["strategies"]["ps"]["gaps"]["missing"] == []
 
 
 # ---- review fixes: byte scale, degrees of freedom, prediction interval, unphysical fits ------

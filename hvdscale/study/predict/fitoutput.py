@@ -15,6 +15,26 @@ def _params(rows: list[dict]) -> str:
                      for q in rows) or "none"
 
 
+def _pct(x: float | None) -> str:
+    return "unknown" if x is None else f"+-{x:.1f} %"
+
+
+def gaps_line(g: dict[str, Any]) -> str:
+    """One line: the rank counts measured, those left out, and how much wider that leaves the
+    95 % intervals (``ownfit.gaps``)."""
+    head = f"- rank counts measured: {', '.join(map(str, g['measured']))}"
+    if not g["missing"]:
+        return head + " (none missing up to the largest)"
+    t = (f"x{g['t_widening']:.2f}" if g["t_widening"] is not None
+         else "by an unknown factor (too few degrees of freedom to say)")
+    at = ", ".join(f"n={n}: {_pct(v)}" for n, v in g["interval_pct_at_missing"].items())
+    return (f"{head}; not measured: {', '.join(map(str, g['missing']))}. The communication fit "
+            f"has {g['comm_dof']} degree(s) of freedom instead of {g['comm_dof_if_measured']} "
+            f"with them, which alone widens its 95 % interval {t}; at the unmeasured n the "
+            f"interval is {at} (at the measured n: {_pct(g['interval_pct_at_measured'])}, "
+            "median): interpolated, not measured")
+
+
 def render_fit(result: dict[str, Any]) -> str:
     """Markdown for a fitted prediction."""
     f = result["fit"]
@@ -33,6 +53,7 @@ def render_fit(result: dict[str, Any]) -> str:
                   f"{r['how']}", f"- parameters: {_params(r['params'])}",
                   f"- compute slowdown s (per extra rank, from {r['slowdown_from']} records): "
                   f"{_params(r['slowdown'])}; straggler: {_params(r['straggler'])}"]
+        lines.append(gaps_line(r["gaps"]))
         if r["held_out"]:
             lines.append("- held-out error (the whole model refitted without that n): "
                          + ", ".join(f"n={n}: {h['error_pct']:+.1f} % (measured "

@@ -29,7 +29,7 @@ import numpy as np
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.experiment import experiment_id, series_label, series_of
 from hvdscale.study.predict.families import FAMILIES, OVERLAPPED, families_for
-from hvdscale.study.predict.fit import Fit, choose, fit_family
+from hvdscale.study.predict.fit import Fit, choose, fit_family, t975
 from hvdscale.study.report.decompose import baseline, per_step
 
 
@@ -65,10 +65,11 @@ def _obs(records: list[dict], backward_fraction: float) -> dict[str, list[dict]]
 
 
 def check_points(records: list[dict]) -> None:
-    """One experiment, every strategy's rank counts without gaps from 1, at least two of them.
+    """One experiment, at least two rank counts per strategy (any: 1, 2, 4, 8 is fine; what the
+    unmeasured ones cost is in ``gaps``).
 
     Raises:
-        HvdscaleError: mixed experiments, a missing n, a single rank count, no rank_times.
+        HvdscaleError: mixed experiments, a single rank count, no rank_times.
     """
     if not records:
         raise HvdscaleError("--fit: no successful run records")
@@ -88,10 +89,6 @@ def check_points(records: list[dict]) -> None:
         if len(ns) < 2:
             raise HvdscaleError(f"--fit: strategy {s} has one rank count only ({min(ns)}); "
                                 "a fit needs at least two (e.g. np=1 and np=2)")
-        missing = sorted(set(range(1, max(ns) + 1)) - ns)
-        if missing:
-            raise HvdscaleError(f"--fit: strategy {s} misses n = "
-                                f"{', '.join(map(str, missing))} between 1 and {max(ns)}")
 
 
 def _check_series(records: list[dict]) -> None:
@@ -197,6 +194,33 @@ def predict_at(model: dict[str, Any], n: int) -> dict[str, Any]:
             "g1_s": model["g1"], "step_s": step, "words_per_s": wps, "interval": [lo, hi]}
 
 
+def _interval_pct(p: dict[str, Any]) -> float | None:
+    """Half the 95 % interval of a prediction, in % of its words/s (None: unknown)."""
+    lo, hi = p["interval"]
+    return None if lo is None or hi is None else 50 * (hi - lo) / p["words_per_s"]
+
+
+def gaps(obs: list[dict], model: dict[str, Any]) -> dict[str, Any]:
+    """The rank counts left unmeasured between 1 and the largest measured, and what that costs:
+    the communication fit's degrees of freedom with and without them (as many records each as
+    the measured ones have), the factor by which the fewer degrees of freedom alone widen every
+    95 % interval (the Student t quantiles' ratio; None when either is unknown), and the
+    interval at each unmeasured n beside the median one at the measured n > 1 (the
+    interpolation's own widening)."""
+    measured = sorted({o["n"] for o in obs})
+    missing = sorted(set(range(1, measured[-1] + 1)) - set(measured))
+    dof = model["comm"].fit.dof
+    full = dof + round(len(obs) / len(measured) * len(missing))
+    t_now, t_full = t975(dof), t975(full)
+    factor = t_now / t_full if math.isfinite(t_now) and math.isfinite(t_full) else None
+    at_meas = [x for x in (_interval_pct(predict_at(model, n)) for n in measured if n > 1)
+               if x is not None]
+    return {"measured": measured, "missing": missing, "comm_dof": dof,
+            "comm_dof_if_measured": full, "t_widening": factor,
+            "interval_pct_at_missing": {n: _interval_pct(predict_at(model, n)) for n in missing},
+            "interval_pct_at_measured": float(np.median(at_meas)) if at_meas else None}
+
+
 def fit_strategy(obs: list[dict], indep: list[dict], strategy: str, nbytes: float,
                  servers: int, ranks: list[int]) -> dict[str, Any]:
     """Fit one strategy, its held-out error per measured n > 1 and its predictions."""
@@ -215,12 +239,12 @@ def fit_strategy(obs: list[dict], indep: list[dict], strategy: str, nbytes: floa
                    "error_pct": 100 * (pred["words_per_s"] - meas) / meas}
     largest = max(o["n"] for o in obs)
     c = model["comm"]
+    preds = [{**predict_at(model, n), "beyond_measured": n > largest} for n in ranks]
     return {"strategy": strategy, "family": c.fit.family.name, "formula": c.fit.family.formula,
             "meaning": c.fit.family.meaning, "how": c.how, "params": c.fit.table(),
             "slowdown": model["slowdown"].table(), "slowdown_from": model["slowdown_from"],
             "straggler": model["idle"].table(), "held_out": held, "largest_measured": largest,
-            "predictions": [{**predict_at(model, n), "beyond_measured": n > largest}
-                            for n in ranks]}
+            "gaps": gaps(obs, model), "predictions": preds}
 
 
 def fit_records(records: list[dict], nbytes: float, servers: int | None, ranks: list[int],
