@@ -79,6 +79,8 @@ def test_a_negative_reading_is_no_cause_and_stays_unexplained() -> None:
     idle = sum(IDLE) / 2 / WINDOW * 100
     assert out["unexplained"] == pytest.approx(loss - slow - idle, abs=1e-9)
     assert sum(out[k] for k in breakdown.PARTS) == pytest.approx(out["loss_pct"], abs=1e-9)
+    # The table shows the cause as 0, marked as a reading below zero.
+    assert _section_row([_base(), _two(comm=(-0.03, -0.03))]).split("|")[9] == "0.0*"
 
 
 def test_compute_faster_than_one_worker_is_no_negative_slowdown() -> None:

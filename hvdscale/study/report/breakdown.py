@@ -109,13 +109,15 @@ def _cell(r: dict[str, Any], k: str) -> str:
     if k == "exposed_comm" and r["sends_nothing"]:
         return "0 (sends nothing)"
     lo_hi = r["spread"].get(k)
-    return f"{r[k]:.1f}" + (f" [{lo_hi[0]:.1f} to {lo_hi[1]:.1f}]" if lo_hi else "")
+    below = k in CAUSES and r["measured_s"][k] < 0  # a timer read below zero: counted 0
+    return (f"{r[k]:.1f}" + ("*" if below else "")
+            + (f" [{lo_hi[0]:.1f} to {lo_hi[1]:.1f}]" if lo_hi else ""))
 
 
 def _dominant(r: dict[str, Any]) -> str:
     """The largest part's label (none above 0: the point lost nothing measurable)."""
-    if r["dominant"] is None:
-        return "none (no part above 0)"
+    if r["dominant"] is None or r["loss_pct"] <= 0:
+        return "none (no loss)" if r["loss_pct"] <= 0 else "none (no part above 0)"
     text = PART_LABELS[r["dominant"]]
     return text + (f" ({r['merged']})" if "merged" in r else "")
 
@@ -125,7 +127,7 @@ def section(records: list[dict]) -> str:
     rows = breakdowns(records)
     if not rows:
         return ""
-    rounds = any(r.get("spread") for r in rows)
+    rounds = any(r["runs"] > 1 for r in rows)
     lines = ["## Why not better: the gap to linear speedup, by cause\n",
              "Points of efficiency lost against linear speedup over the 1-worker run of the "
              "same config. Each cause is a measured time, never negative: compute slowdown, "
@@ -135,8 +137,8 @@ def section(records: list[dict]) -> str:
              "and idle, above the 1-worker run's (0 by definition for a strategy that sends "
              "nothing). Unexplained (noise included): the loss minus the causes (time outside "
              "the timed steps, and timer noise: a cause whose timer reads below zero counts 0 "
-             "and its reading stays here, so this part may be negative). The four add up to "
-             "the loss.\n",
+             "and its reading stays here, so this part may be negative; such a cause shows "
+             "0.0*). The four add up to the loss.\n",
              ("Several rounds: each cell is the median run's, with [the range over the "
               "rounds], each round against the 1-worker run of the same round.\n" if rounds
               else "One run per point: no range to show; `hvdscale sweep --repeats N` (N >= 2) "
