@@ -91,12 +91,12 @@ def busy_line(exps: dict[str, Experiment]) -> str:
 def comparisons(exp: Experiment, order: list[str]) -> str:
     """Per rank count with two or more series measured in paired rounds: the fastest series
     (median) against each other, round by round, with a verdict (``recommend.compare``)."""
-    rows, unpaired = [], []
+    rows, met = [], []
     for n in sorted({p.ranks for pts in exp.series.values() for p in pts}):
         at = [(label, p) for label in order for p in exp.series[label] if p.ranks == n]
         if len(at) < 2:
             continue
-        unpaired.append(n)
+        met.append(n)
         best_label, best = max(at, key=lambda lp: lp[1].words_per_s)
         for label, p in at:
             s = paired(best, p) if p is not best else None
@@ -106,7 +106,7 @@ def comparisons(exp: Experiment, order: list[str]) -> str:
                         f"{s['min']:.3f}-{s['max']:.3f}|{s['n']}|"
                         f"{compare('A', 'B', s)}|")
     if not rows:
-        return no_verdict(unpaired)
+        return no_verdict(met)
     return ("### A vs B, paired by round\n\n"
             "A: the fastest series at that rank count (median words/s); B: each other series. "
             "A / B is taken round by round (both measured in the same interleaved round, so a "

@@ -104,6 +104,7 @@ def markdown(experiments: dict[str, Experiment]) -> str:
     for exp in sorted(experiments.values(), key=lambda e: (e.names, e.id)):
         buf.write(f"## {title(exp)}\n\n")
         buf.write(_differs_line(exp))
+        buf.write("" if has_rounds(exp) else ONE_RUN_NOTE + "\n")
         order = _series_order(exp)
         scaling = exp.config.get("data", {}).get("scaling", "weak")
         epochs = exp.config.get("measure", {}).get("epochs", 0)
@@ -156,7 +157,7 @@ def series_table(pts: list[Point], scaling: str, span: str, spread: bool) -> str
         cells += [*range_cells(p), speedup_cell(p)] if spread else [speedup_cell(p)]
         cells += [_fmt(p.efficiency, ".1f"), f"{p.jitter_ms:.2f}", str(p.repeats), host_cell(p)]
         out.append("|" + "|".join(cells) + "|")
-    return "\n".join(out) + "\n" + ("" if spread else "\n" + ONE_RUN_NOTE)
+    return "\n".join(out) + "\n"
 
 
 def padding_and_idle(strategies: dict[str, list[Point]], order: list[str]) -> str:
