@@ -144,3 +144,15 @@ def test_one_round_says_there_is_no_range() -> None:
     md = breakdown.section([_base(), _two()])
     assert "One run per point" in md and "--repeats" in md and "[" not in _section_row(
         [_base(), _two()]).split("|")[9]
+
+
+def test_independent_idle_at_the_window_end_is_not_taken_from_the_steps() -> None:
+    """Replicas that never meet wait once, after their last step (meter.idle_times with
+    synchronous=False): steps of exactly compute + g1 hold no communication, not -idle."""
+    rec = _two(comm=(0.0, 0.0), name="independent")
+    for rt, wait in zip(rec["rank_times"], IDLE, strict=True):
+        rt["step_s"] -= wait  # the wait is after the steps, not inside them
+    rec["idle"]["synchronous"] = False
+    ps = decompose.per_step(rec, G1)
+    assert ps["comm"] == pytest.approx(0.0, abs=1e-12)
+    assert ps["idle"] == pytest.approx(sum(IDLE) / 2 / STEPS)

@@ -67,14 +67,21 @@ def baseline(base: list[dict]) -> Baseline:
 def rank_parts(rec: dict, g1: float) -> list[dict[str, float]]:
     """Per computing rank, seconds over the window: ``compute``, ``idle``, ``comm`` (exposed
     communication above g1 per step), ``g1`` (g1 x steps), plus ``step``, ``words``, ``steps``.
-    compute + idle + comm + g1 == step for every rank."""
-    idle = {p["rank"]: p["idle_s"] for p in (rec.get("idle") or {}).get("per_rank", [])}
+    compute + idle + comm + g1 == step for every rank of a synchronous strategy. Replicas that
+    never meet (``independent``, ``idle.synchronous`` false) wait only at the end of the window,
+    outside their steps (``meter.idle_times``): their idle is not taken out of the step time,
+    so compute + comm + g1 == step (reading it as inside made their "communication" the
+    negative of that wait)."""
+    info = rec.get("idle") or {}
+    idle = {p["rank"]: p["idle_s"] for p in info.get("per_rank", [])}
+    in_steps = info.get("synchronous", True)
     out = []
     for rt in rec["rank_times"]:
         wait = idle.get(rt["rank"], 0.0)
         base = rt["steps"] * g1
+        comm = rt["step_s"] - rt["compute_s"] - (wait if in_steps else 0.0) - base
         out.append({"rank": rt["rank"], "compute": rt["compute_s"], "idle": wait,
-                    "comm": rt["step_s"] - rt["compute_s"] - wait - base, "g1": base,
+                    "comm": comm, "g1": base,
                     "step": rt["step_s"], "words": rt["words"], "steps": rt["steps"]})
     return out
 
