@@ -120,22 +120,26 @@ def _rounds(comms: list[tuple]) -> list[dict]:
         for rec in (_base(), _two(comm=comm)):
             rec["key"] = {**rec["key"], "name": f"t-round{i + 1}"}
             rec["config"] = {**rec["config"], "name": f"t-round{i + 1}"}
+            rec["name"] = f"t-round{i + 1}"  # the round tag, as the sweep writes it
             out.append(rec)
     return out
 
 
 def test_no_negative_cause_in_the_table_and_rounds_show_their_range() -> None:
     """Three rounds, one of them with a negative communication reading: every cause cell is
-    >= 0, the median run's value comes with the range over the rounds."""
+    >= 0, the rounds' mean (0, 12.5 and 22.5 points) comes with their range."""
     recs = _rounds([(-0.05, -0.05), COMM, (0.45, 0.45)])
     (row,) = breakdown.breakdowns(recs)
     assert row["runs"] == 3
     lo, hi = row["spread"]["exposed_comm"]
     assert lo == 0.0 and hi == pytest.approx(0.45 / WINDOW * 100)
-    assert row["exposed_comm"] == pytest.approx(0.25 / WINDOW * 100)
+    mean = (0.0 + 0.25 + 0.45) / 3 / WINDOW * 100
+    assert row["exposed_comm"] == pytest.approx(mean)
+    assert sum(row[k] for k in breakdown.PARTS) == pytest.approx(row["loss_pct"], abs=1e-9)
+    assert all(row["spread"][k][0] <= row[k] <= row["spread"][k][1] for k in breakdown.PARTS)
     cells = _section_row(recs).split("|")
     comm_cell = cells[9]
-    assert comm_cell == f"{0.25 / WINDOW * 100:.1f} [0.0 to {0.45 / WINDOW * 100:.1f}]"
+    assert comm_cell == f"{mean:.1f}* [0.0 to {0.45 / WINDOW * 100:.1f}]"
     # No cause cell holds a negative number (the unexplained part, cell 11, may).
     assert not any(c.strip().startswith("-") or "[-" in c for c in cells[8:11]), cells
 
@@ -156,3 +160,16 @@ def test_independent_idle_at_the_window_end_is_not_taken_from_the_steps() -> Non
     ps = decompose.per_step(rec, G1)
     assert ps["comm"] == pytest.approx(0.0, abs=1e-12)
     assert ps["idle"] == pytest.approx(sum(IDLE) / 2 / STEPS)
+
+
+def test_each_round_is_split_against_its_own_one_worker_run() -> None:
+    """Two rounds of one 2-worker timing; round 2's 1-worker run was 20 % slower (a slow phase
+    of the machine): round 2 loses less against it, and the mean lies inside the range."""
+    recs = _rounds([COMM, COMM])
+    one2 = next(r for r in recs if r["workers"] == 1 and r["config"]["name"] == "t-round2")
+    one2["window_s"] = one2["rank_times"][0]["window_s"] = 1.5
+    one2["words_per_s"] = WORDS / 1.5
+    (row,) = breakdown.breakdowns(recs)
+    loss = [(WINDOW - WORDS / w1) / WINDOW * 100 for w1 in (WORDS / 1.25, WORDS / 1.5)]
+    assert row["spread"]["loss_pct"] == (pytest.approx(min(loss)), pytest.approx(max(loss)))
+    assert row["loss_pct"] == pytest.approx(sum(loss) / 2)

@@ -18,8 +18,9 @@ decomposition the fitted prediction uses too) into three causes, each measured f
 and "unexplained (noise included)", the loss minus the causes: time outside the timed steps,
 per-word vs per-step differences and timer noise. No cause is negative: a timer that reads
 below zero (noise) counts 0 and its reading stays in the unexplained part, so the four add up
-to the loss exactly. Where a point has several rounds, each cell gives the median run's part
-and the range over the rounds (each round against the 1-worker run of the same round).
+to the loss exactly. Where a point has several rounds, each round is split against the
+1-worker run of the same round, and each cell gives the mean over the rounds (means add up)
+and their range.
 
 Each part is reported in points of efficiency (share of T). Needs records that hold
 ``rank_times`` (written since this module exists).
@@ -54,23 +55,32 @@ def _label(rec: dict) -> str:
     return s
 
 
-def _round_spread(recs: list[dict], base: list[dict]) -> dict[str, Any]:
-    """Per part (and the loss), (min, max) over the point's rounds, each round split against
-    the 1-worker run of the same round where one is tagged (else all of them); {} for one run.
-    """
+def over_rounds(recs: list[dict], base: list[dict]) -> dict[str, Any]:
+    """``split_loss`` of a point over its runs: one run against all 1-worker runs; several
+    rounds each against the 1-worker run of the same round where one is tagged (else all),
+    then averaged (means add up, so the parts still sum to the loss, and lie within their
+    range), with ``spread``: per part and the loss, (min, max) over the rounds ({} for one run).
+    ``measured_s`` keeps each cause's lowest reading (below zero: no cause in some round)."""
     if len(recs) < 2:
-        return {}
+        return {**split_loss(recs[0], base), "spread": {}}
     by_round = {round_of(b): b for b in base if round_of(b) is not None}
     splits = [split_loss(r, [by_round[round_of(r)]] if round_of(r) in by_round else base)
               for r in recs]
-    return {k: (min(x[k] for x in splits), max(x[k] for x in splits))
-            for k in (*PARTS, "loss_pct")}
+    keys = (*PARTS, "loss_pct", "efficiency_pct")
+    out = {**splits[0], **{k: sum(x[k] for x in splits) / len(splits) for k in keys}}
+    out["seconds"] = {k: sum(x["seconds"][k] for x in splits) / len(splits) for k in PARTS}
+    out["measured_s"] = {k: min(x["measured_s"][k] for x in splits) for k in CAUSES}
+    top = max(PARTS, key=lambda k: out[k])
+    out["dominant"] = top if out[top] > 0 else None
+    out["spread"] = {k: (min(x[k] for x in splits), max(x[k] for x in splits))
+                     for k in (*PARTS, "loss_pct")}
+    return out
 
 
 def breakdowns(records: list[dict]) -> list[dict[str, Any]]:
-    """One breakdown per multi-worker point (its median-words/s record) that has a 1-worker
-    run of the same config, with the range over its rounds (``spread``) where it has several;
-    points without ``rank_times`` are listed with a note."""
+    """One breakdown per multi-worker point that has a 1-worker run of the same config
+    (``over_rounds``: the mean over its rounds and their range, where it has several); points
+    without ``rank_times`` are listed with a note."""
     ok = [r for r in records if r.get("status") == "ok"]
     groups: dict[tuple[str, int], list[dict]] = {}
     for r in ok:
@@ -81,23 +91,22 @@ def breakdowns(records: list[dict]) -> list[dict[str, Any]]:
     for (cfg, workers), recs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         if workers <= 1:
             continue
-        recs = sorted(recs, key=lambda r: r["words_per_s"])
-        rec = recs[(len(recs) - 1) // 2]
+        rec = recs[-1]
         base = groups.get((cfg, 1), [])
         row: dict[str, Any] = {"name": untagged(rec["key"]["name"]), "model": rec["key"]["model"],
                                "framework": rec["key"].get("framework", "torch"),
                                "rnn_impl": rec["key"]["rnn_impl"],
                                "scaling": rec["key"]["scaling"], "strategy": _label(rec),
                                "ranks": rec["ranks"], "workers": workers, "runs": len(recs),
-                               "busy": bool((load := record_load(rec)) and load.busy)}
+                               "busy": any((load := record_load(r)) and load.busy
+                                           for r in recs)}
         if not base:
             row["note"] = "no 1-worker run of this config"
         elif any("rank_times" not in r for r in recs + base):
             row["note"] = "records predate per-rank times (rerun to see the breakdown)"
         else:
             try:
-                row.update(split_loss(rec, base))
-                row["spread"] = _round_spread(recs, base)
+                row.update(over_rounds(recs, base))
             except (KeyError, TypeError, ZeroDivisionError):
                 row["note"] = "incomplete timings in the records"
         out.append(row)
@@ -105,7 +114,8 @@ def breakdowns(records: list[dict]) -> list[dict[str, Any]]:
 
 
 def _cell(r: dict[str, Any], k: str) -> str:
-    """One part's cell: the median run's points, the rounds' range where there are rounds."""
+    """One part's cell: its points (the rounds' mean), the rounds' range where there are
+    rounds."""
     if k == "exposed_comm" and r["sends_nothing"]:
         return "0 (sends nothing)"
     lo_hi = r["spread"].get(k)
@@ -139,8 +149,10 @@ def section(records: list[dict]) -> str:
              "the timed steps, and timer noise: a cause whose timer reads below zero counts 0 "
              "and its reading stays here, so this part may be negative; such a cause shows "
              "0.0*). The four add up to the loss.\n",
-             ("Several rounds: each cell is the median run's, with [the range over the "
-              "rounds], each round against the 1-worker run of the same round.\n" if rounds
+             ("Several rounds: each round is split against the 1-worker run of the same "
+              "round; a cell is the mean over the rounds (so the parts still add up), with [the "
+              "range over the rounds]; * marks a cause that read below zero in some round.\n"
+              if rounds
               else "One run per point: no range to show; `hvdscale sweep --repeats N` (N >= 2) "
                    "measures the rounds that give each part its spread.\n"),
              "|Run|Strategy|Ranks|Workers|Runs|Efficiency (%)|Loss (points)|Compute slowdown|"
