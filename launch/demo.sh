@@ -6,7 +6,10 @@
 # its files: results/demo/report.md (the tables), results/demo/report.csv (every point, one
 # row) and the PNG plot. Points already recorded there are skipped, so a second `make demo`
 # only prints the report again (`--redo` measures again; `--repeats 3` adds a third round).
-# Durations (README, "How long each command takes"): DURATIONS
+# Durations, measured on the project's 2-core Debian 12 VM (README, "How long each command
+# takes"): a round of these 12 points took 151 s on a quiet machine (2026-11-23), so a cold
+# `make demo` is the first install (5 min 09 s) plus 2 rounds, about 10 minutes, under the 12
+# it may take; under a load of 8-20 (other jobs) the 2 rounds took 17 min 27 s (2026-11-27).
 # As root, mpirun refuses to start without OMPI_ALLOW_RUN_AS_ROOT=1 and
 # OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 (Open MPI's guard against running jobs as root by mistake);
 # the demo sets them for its own launches only.

@@ -12,7 +12,7 @@
 # tensorflow and horovod versions, so a second install skips the build.
 # Measured on the project's 2-core Debian 12 VM (README, "How long each command takes"):
 # the first install 5 min 09 s (3 min 52 s of it the Horovod build; 2026-11-27, load ~2),
-# again INSTALL_WARM.
+# again 97 s (2026-11-27, load 13-16: pip's checks and importing torch and TensorFlow).
 #
 # GPU clusters: set TORCH_SPEC / TF_SPEC to CUDA builds and HOROVOD_GPU_OPERATIONS=NCCL
 # (plus HOROVOD_NCCL_HOME if NCCL is not in a system path) before running this script; the
