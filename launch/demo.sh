@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # README's demo: a scaling sweep of the default small model at 1 and 2 ranks, in PyTorch and
-# TensorFlow, under all three strategies (each point its own mpirun), ending with the report's
-# tables printed and the PNG
-# plots written beside them in results/demo. Points already recorded there are skipped, so a
-# second `make demo` only prints the report again (`--redo` measures again).
-# One round (no --repeats): a cold `make demo` is ~9.5 min of install plus ~151 s per round of
-# these 12 points, so a second round would take it past 12 minutes. The report still marks the
-# points measured on a busy host; `bash launch/demo.sh --repeats 3` adds the missing rounds
-# (docs/noise.md).
+# TensorFlow, under three strategies (each point its own mpirun), in 2 interleaved rounds, so
+# the report has a spread and paired ratios to judge its comparisons by (with one round it
+# could only say there is no spread). It ends by printing the report, whose last line names
+# its files: results/demo/report.md (the tables), results/demo/report.csv (every point, one
+# row) and the PNG plot. Points already recorded there are skipped, so a second `make demo`
+# only prints the report again (`--redo` measures again; `--repeats 3` adds a third round).
+# Durations, measured on the project's 2-core Debian 12 VM (README, "How long each command
+# takes"): a round of these 12 points took 151 s on a quiet machine (2026-11-23), so a cold
+# `make demo` is the first install (5 min 09 s) plus 2 rounds, about 10 minutes, under the 12
+# it may take; under a load of 8-20 (other jobs) the 2 rounds took 17 min 27 s (2026-11-27).
+# As root, mpirun refuses to start without OMPI_ALLOW_RUN_AS_ROOT=1 and
+# OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 (Open MPI's guard against running jobs as root by mistake);
+# the demo sets them for its own launches only.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TF_CPP_MIN_LOG_LEVEL=2
 OUT=${OUT:-results/demo}
 hvdscale sweep configs/demo.yaml --np 1,2 --frameworks torch,tf \
-  --strategies horovod,ps,independent --out "$OUT" "$@"
+  --strategies horovod,ps,independent --repeats 2 --out "$OUT" "$@"

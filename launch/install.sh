@@ -2,11 +2,17 @@
 # Idempotent install of hvdscale and its real stack on Debian 12 / Python 3.11:
 # OpenMPI (Debian), PyTorch 2.13.0 CPU, tensorflow-cpu 2.21, mpi4py, and Horovod 0.28.1
 # built from its source distribution with PyTorch, TensorFlow, MPI and Gloo.
+# Everything goes into the Python that runs this ($PYTHON, default python3) with pip: no
+# virtual environment is made (activate one first to keep the stack apart); hvdscale itself is
+# installed editable from this checkout.
 #
 # Horovod 0.28.1 (its last release) does not build as published against these versions;
 # two fixes are applied to the unpacked source before building (see docs/install.md, "Why
 # Horovod is patched"). The built wheel is cached under $HVDSCALE_CACHE keyed by the torch,
-# tensorflow and horovod versions, so a second install takes seconds.
+# tensorflow and horovod versions, so a second install skips the build.
+# Measured on the project's 2-core Debian 12 VM (README, "How long each command takes"):
+# the first install 5 min 09 s (3 min 52 s of it the Horovod build; 2026-11-27, load ~2),
+# again 97 s (2026-11-27, load 13-16: pip's checks and importing torch and TensorFlow).
 #
 # GPU clusters: set TORCH_SPEC / TF_SPEC to CUDA builds and HOROVOD_GPU_OPERATIONS=NCCL
 # (plus HOROVOD_NCCL_HOME if NCCL is not in a system path) before running this script; the
@@ -93,7 +99,7 @@ if [ "$installed_v" = "$HOROVOD_VERSION" ] && horovod_ok; then
 else
   if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
     log=$(mktemp /tmp/hvdscale-horovod-build.XXXXXX.log)
-    say "building horovod $HOROVOD_VERSION from source (about 5 minutes on 2 cores); log: $log"
+    say "building horovod $HOROVOD_VERSION from source (about 4 minutes on 2 quiet cores); log: $log"
     # The GPU variables (HOROVOD_GPU_OPERATIONS, HOROVOD_NCCL_HOME, CUDA_HOME, ...) are
     # exported by the caller and reach Horovod's build through this environment.
     [ -z "${HOROVOD_GPU_OPERATIONS:-}" ] || say "GPU build: HOROVOD_GPU_OPERATIONS=$HOROVOD_GPU_OPERATIONS" \

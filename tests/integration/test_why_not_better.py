@@ -56,6 +56,8 @@ def test_breakdown_parts_sum_to_the_measured_loss(results: Path) -> None:
         assert r["loss_pct"] == pytest.approx(100.0 - eff, abs=1e-9)
         assert r["efficiency_pct"] == pytest.approx(eff, abs=1e-9)
         assert r["dominant"] == max(breakdown.PARTS, key=lambda k: r[k])
+        # No cause below zero, whatever the noise of this run.
+        assert all(r[k] >= 0 for k in breakdown.CAUSES), r
         # Straggler idle is the record's own idle time, as a share of the window.
         rec = next(x for x in records if x["ranks"] == 2 and
                    x["key"]["strategy"] == r["strategy"].split(" ")[0])

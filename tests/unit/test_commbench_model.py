@@ -131,5 +131,5 @@ def test_summary_holds_per_rank_times_and_breakdown_sums_exactly() -> None:
     assert b["seconds"]["straggler_idle"] == pytest.approx(0.25)
     # communication: 3.0 s of steps - compute - idle, less 2 steps x 0.2 s: 0.3 s on each rank.
     assert b["seconds"]["exposed_comm"] == pytest.approx(0.3)
-    assert b["seconds"]["rest"] == pytest.approx(1.1 - 0.45 - 0.25 - 0.3)
+    assert b["seconds"]["unexplained"] == pytest.approx(1.1 - 0.45 - 0.25 - 0.3)
     assert b["dominant"] == "compute_slowdown"

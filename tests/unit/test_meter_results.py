@@ -101,7 +101,7 @@ def test_report_speedup_efficiency_and_tables(tmp_path: Path) -> None:
     assert "weak scaling (fixed batch per rank, global batch grows)" in md
     assert "|32|32 x 2 = 64|" in md
     assert "over worker ranks" in md and "|vs independent|" in md
-    assert "|torch|horovod|fused|100.0||185.0 [180.0-190.0]|1.85|||0.925 at N=2|" in md
+    assert "|torch|horovod|fused|100.0|185.0 [180.0-190.0]|1.85|||0.925 at N=2|" in md
     assert (tmp_path / "report.csv").read_text().count("\n") == 1 + 6
     pngs = list(tmp_path.glob("scaling_*.png"))
     assert len(pngs) == 1 and pngs[0].read_bytes()[:4] == b"\x89PNG"

@@ -12,9 +12,15 @@ Per computing rank r of a record, over its measured steps:
   run's own non-compute time per step (g1: optimizer, data, loop), times the steps;
 - g1 x steps: the per-step time a 1-worker run also spends outside compute.
 
-So step = compute + idle + exposed communication + g1 x steps, exactly, per rank. The loss of
-efficiency against linear speedup (``split_loss``) adds a "rest" (time outside the steps and
-per-word vs per-step differences), by difference.
+So step = compute + idle + exposed communication + g1 x steps, exactly, per rank.
+
+The loss of efficiency against linear speedup (``split_loss``) names three causes, each a
+measured amount of time that cannot be negative: a timer reading below zero (compute slightly
+faster per word than with 1 worker, step minus compute in a noisy round) is no cause, so the
+cause counts 0 and the reading stays in "unexplained". A strategy that sends nothing
+(``independent``) has no exposed communication: 0 by definition, whatever its step time minus
+compute reads. "Unexplained (noise included)" is the loss minus the causes: time outside the
+timed steps, per-word vs per-step differences, timer noise and those below-zero readings.
 """
 
 from __future__ import annotations
@@ -23,7 +29,18 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-PARTS = ("compute_slowdown", "exposed_comm", "straggler_idle", "rest")
+CAUSES = ("compute_slowdown", "exposed_comm", "straggler_idle")
+"""The parts of a loss that a measured time explains (never negative)."""
+PARTS = (*CAUSES, "unexplained")
+"""The causes, then what none explains (the loss minus the causes; noise included)."""
+SENDS_NOTHING = frozenset({"independent"})
+"""Strategies whose ranks exchange nothing: no exposed communication by definition."""
+
+
+def sends_nothing(rec: dict) -> bool:
+    """Whether ``rec``'s strategy communicates nothing between ranks (``SENDS_NOTHING``)."""
+    name = ((rec.get("config") or {}).get("strategy") or {}).get("name")
+    return (name or (rec.get("key") or {}).get("strategy")) in SENDS_NOTHING
 
 
 @dataclass(frozen=True)
@@ -50,14 +67,21 @@ def baseline(base: list[dict]) -> Baseline:
 def rank_parts(rec: dict, g1: float) -> list[dict[str, float]]:
     """Per computing rank, seconds over the window: ``compute``, ``idle``, ``comm`` (exposed
     communication above g1 per step), ``g1`` (g1 x steps), plus ``step``, ``words``, ``steps``.
-    compute + idle + comm + g1 == step for every rank."""
-    idle = {p["rank"]: p["idle_s"] for p in (rec.get("idle") or {}).get("per_rank", [])}
+    compute + idle + comm + g1 == step for every rank of a synchronous strategy. Replicas that
+    never meet (``independent``, ``idle.synchronous`` false) wait only at the end of the window,
+    outside their steps (``meter.idle_times``): their idle is not taken out of the step time,
+    so compute + comm + g1 == step (reading it as inside made their "communication" the
+    negative of that wait)."""
+    info = rec.get("idle") or {}
+    idle = {p["rank"]: p["idle_s"] for p in info.get("per_rank", [])}
+    in_steps = info.get("synchronous", True)
     out = []
     for rt in rec["rank_times"]:
         wait = idle.get(rt["rank"], 0.0)
         base = rt["steps"] * g1
+        comm = rt["step_s"] - rt["compute_s"] - (wait if in_steps else 0.0) - base
         out.append({"rank": rt["rank"], "compute": rt["compute_s"], "idle": wait,
-                    "comm": rt["step_s"] - rt["compute_s"] - wait - base, "g1": base,
+                    "comm": comm, "g1": base,
                     "step": rt["step_s"], "words": rt["words"], "steps": rt["steps"]})
     return out
 
@@ -78,27 +102,29 @@ def split_loss(rec: dict, base: list[dict]) -> dict[str, Any]:
 
     Returns:
         ``efficiency_pct``, ``loss_pct`` and each part of ``PARTS`` in points of efficiency
-        (they sum to ``loss_pct``), in seconds per rank too, and the ``dominant`` part.
+        (they sum to ``loss_pct``; the causes are >= 0), the same in ``seconds`` per rank,
+        the causes' raw readings in ``measured_s`` (a negative one counted 0),
+        ``sends_nothing``, and the ``dominant`` part (``None`` when no part is above 0).
     """
     b = baseline(base)
     T = rec["window_s"]
-    sums = dict.fromkeys(PARTS, 0.0)
-    total = 0.0
     parts = rank_parts(rec, b.g1)
-    for p in parts:
-        gap = T - p["words"] / b.w1
-        comp = p["compute"] - p["words"] * b.c1
-        for k, v in zip(PARTS, (comp, p["comm"], p["idle"], gap - comp - p["comm"] - p["idle"]),
-                        strict=True):
-            sums[k] += v
-        total += gap
     n = len(parts)
+    # Rank means, in seconds over the window.
+    gap = sum(T - p["words"] / b.w1 for p in parts) / n
+    raw = {"compute_slowdown": sum(p["compute"] - p["words"] * b.c1 for p in parts) / n,
+           "exposed_comm": sum(p["comm"] for p in parts) / n,
+           "straggler_idle": sum(p["idle"] for p in parts) / n}
+    quiet = sends_nothing(rec)
+    secs = {k: 0.0 if (k == "exposed_comm" and quiet) else max(0.0, v) for k, v in raw.items()}
+    secs["unexplained"] = gap - sum(secs.values())
     eff = 100.0 * rec["words"] / T / (rec["workers"] * b.w1)
-    out: dict[str, Any] = {"efficiency_pct": eff, "loss_pct": 100.0 * total / n / T,
-                           "seconds": {k: v / n for k, v in sums.items()}}
+    out: dict[str, Any] = {"efficiency_pct": eff, "loss_pct": 100.0 * gap / T,
+                           "seconds": secs, "measured_s": raw, "sends_nothing": quiet}
     for k in PARTS:
-        out[k] = 100.0 * sums[k] / n / T
-    out["dominant"] = max(PARTS, key=lambda k: out[k])
+        out[k] = 100.0 * secs[k] / T
+    top = max(PARTS, key=lambda k: out[k])
+    out["dominant"] = top if out[top] > 0 else None
     if (rec.get("strategy") or {}).get("compute_includes_allreduce"):
         out["merged"] = ("compute includes the allreduce and the wait for slower ranks "
                          "(TensorFlow reduces inside the train step)")

@@ -5,7 +5,8 @@ own table), paired by round where the points share rounds (``noise.ratio_cell``)
 
 from __future__ import annotations
 
-from hvdscale.study.report.noise import ratio_cell, wps_cell
+from hvdscale.study.recommend import compare
+from hvdscale.study.report.noise import ONE_ROUND, one_round, paired, ratio_cell, wps_cell
 from hvdscale.study.report.points import Point
 
 NATIVE = {"torch": "ddp", "tf": "mwms"}
@@ -34,12 +35,17 @@ def horovod_vs_native(series: dict[str, list[Point]], order: list[str]) -> str:
             theirs = {p.ranks: p for p in series[n_label]}
             for ranks in sorted(set(mine) & set(theirs)):
                 a, b = mine[ranks], theirs[ranks]
+                verdict = (ONE_ROUND if one_round(a, b)
+                           else compare("Horovod", "own", paired(a, b)))
                 rows.append(f"|{fw}|{impl}|{h}|{nat}|{ranks}|{wps_cell(a)}|{wps_cell(b)}|"
-                            f"{ratio_cell(a, b)}|")
+                            f"{ratio_cell(a, b)}|{verdict}|")
     if not rows:
         return ""
     head = ["### Horovod or the framework's own data parallelism\n",
-            "Ratio above 1: Horovod is faster on this model and machine.\n",
+            "Horovod / own above 1: Horovod's words/s was higher in these runs. Whether that is "
+            "beyond the noise takes paired rounds: the verdict says which is faster in every "
+            "round, that the difference is within the noise, or that one run each has no "
+            "spread to judge by.\n",
             "|Framework|RNN impl|Horovod|Framework's own|Ranks|Horovod words/s|"
-            "Own words/s|Horovod / own|", "|:--|:--|:--|:--|:--|:--|:--|:--|"]
+            "Own words/s|Horovod / own|Verdict|", "|:--|:--|:--|:--|:--|:--|:--|:--|:--|"]
     return "\n".join(head + rows) + "\n\n"

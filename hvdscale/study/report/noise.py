@@ -91,11 +91,12 @@ def busy_line(exps: dict[str, Experiment]) -> str:
 def comparisons(exp: Experiment, order: list[str]) -> str:
     """Per rank count with two or more series measured in paired rounds: the fastest series
     (median) against each other, round by round, with a verdict (``recommend.compare``)."""
-    rows = []
+    rows, met = [], []
     for n in sorted({p.ranks for pts in exp.series.values() for p in pts}):
         at = [(label, p) for label in order for p in exp.series[label] if p.ranks == n]
         if len(at) < 2:
             continue
+        met.append(n)
         best_label, best = max(at, key=lambda lp: lp[1].words_per_s)
         for label, p in at:
             s = paired(best, p) if p is not best else None
@@ -105,7 +106,7 @@ def comparisons(exp: Experiment, order: list[str]) -> str:
                         f"{s['min']:.3f}-{s['max']:.3f}|{s['n']}|"
                         f"{compare('A', 'B', s)}|")
     if not rows:
-        return ""
+        return no_verdict(met)
     return ("### A vs B, paired by round\n\n"
             "A: the fastest series at that rank count (median words/s); B: each other series. "
             "A / B is taken round by round (both measured in the same interleaved round, so a "
@@ -113,3 +114,28 @@ def comparisons(exp: Experiment, order: list[str]) -> str:
             "range that straddles 1.0 is within the noise.\n\n"
             "|Ranks|A|B|A / B (median)|Range over rounds|Rounds|Verdict|\n"
             "|:--|:--|:--|:--|:--|:--|:--|\n" + "\n".join(rows) + "\n\n")
+
+
+ONE_ROUND = "one run each: no spread to judge by (`--repeats N`)"
+"""What a comparison of points measured once says instead of a verdict."""
+
+
+def one_round(a: Point, b: Point) -> bool:
+    """Whether fewer than two rounds measured both ``a`` and ``b``: no spread to judge by."""
+    s = paired(a, b)
+    return s is None or s["n"] < 2
+
+
+def no_verdict(ranks: list[int]) -> str:
+    """The comparisons' section when series meet at ``ranks`` but no two rounds pair them:
+    why there is no verdict and how to get one ("" when no series met)."""
+    if not ranks:
+        return ""
+    at = ", ".join(map(str, ranks))
+    return ("### A vs B: no verdict from one round\n\n"
+            f"Several series were measured at {at} rank(s), but no two rounds measured them "
+            "both, so there is no spread to tell a difference between them from the noise of "
+            "the machine: the words/s and ratios above are single runs, not a winner. "
+            "`hvdscale sweep ... --repeats N` (N >= 2) runs N interleaved rounds, filling only "
+            "the missing ones; the report then takes each ratio round by round and says which "
+            "series is faster in every round, or that the difference is within the noise.\n\n")

@@ -25,7 +25,7 @@ from hvdscale.study.lr_rules import rules_section
 from hvdscale.study.plotting import write_atomic
 from hvdscale.study.quality import plot_quality, quality_section
 from hvdscale.study.report.breakdown import section as why_not_better
-from hvdscale.study.report.points import collect
+from hvdscale.study.report.points import Experiment, collect
 from hvdscale.study.report.scaling_plot import plot_scaling
 from hvdscale.study.report.tables import failed_points, horovod_timelines, markdown, to_csv
 
@@ -82,6 +82,24 @@ def _output_dir(results: str | Path, out: str | Path | None) -> Path:
     return out_dir
 
 
+def run_sections(records: list[dict], exps: dict[str, Experiment]) -> list[str]:
+    """The run records' sections, in the report's order (each "" when it has nothing to show).
+    A new section is one more line here: a function of the records and/or the experiments."""
+    return [markdown(exps), why_not_better(records), quality_section(records),
+            rules_section(records), failed_points(open_failures(records)),
+            horovod_timelines(records)]
+
+
+def files_line(out_dir: Path, plots: list[Path]) -> str:
+    """The report's last line: where each of its files is (the sweep and ``hvdscale report``
+    print the report, so this is what a user reads last)."""
+    line = (f"Files: {out_dir / 'report.md'} (this report), {out_dir / 'report.csv'} (every "
+            "point as one row, spread and load included)")
+    if plots:
+        line += "; plots: " + ", ".join(str(f) for f in plots)
+    return line + "\n"
+
+
 def write_report(results: str | Path, out: str | Path | None = None, plot: bool = False) -> str:
     """Read records under ``results``, write report.md, report.csv (and PNGs); return the md.
 
@@ -94,16 +112,11 @@ def write_report(results: str | Path, out: str | Path | None = None, plot: bool 
     others = [rec for _, rec in loaded if rec.get("kind", "run") != "run"]
     records = check_records([(w, rec) for w, rec in loaded if rec.get("kind", "run") == "run"])
     exps = collect(records)
-    md = (markdown(exps) + why_not_better(records) + quality_section(records)
-          + rules_section(records))
-    md += failed_points(open_failures(records))
-    md += horovod_timelines(records)
-    md += kind_sections(others)
+    md = "".join(run_sections(records, exps)) + kind_sections(others)
     out_dir = _output_dir(results, out)
     try:
-        if plot:
-            files = plot_scaling(exps, out_dir) + plot_quality(records, out_dir)
-            md += "Plots: " + ", ".join(str(f) for f in files) + "\n"
+        files = plot_scaling(exps, out_dir) + plot_quality(records, out_dir) if plot else []
+        md += files_line(out_dir, files)
         write_atomic(out_dir / "report.md", md.encode())
         write_atomic(out_dir / "report.csv", to_csv(exps).encode())
     except OSError as e:

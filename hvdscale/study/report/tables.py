@@ -104,6 +104,7 @@ def markdown(experiments: dict[str, Experiment]) -> str:
     for exp in sorted(experiments.values(), key=lambda e: (e.names, e.id)):
         buf.write(f"## {title(exp)}\n\n")
         buf.write(_differs_line(exp))
+        buf.write("" if has_rounds(exp) else ONE_RUN_NOTE + "\n")
         order = _series_order(exp)
         scaling = exp.config.get("data", {}).get("scaling", "weak")
         epochs = exp.config.get("measure", {}).get("epochs", 0)
@@ -120,17 +121,7 @@ def markdown(experiments: dict[str, Experiment]) -> str:
                 buf.write("Speedup and efficiency are over worker ranks (servers excluded).\n\n")
             span = (f"run {epochs} epoch{'s' if epochs != 1 else ''}" if epochs
                     else f"process {pts[0].steps} batches")
-            buf.write(f"|Ranks|Workers|Batch per rank|Global batch|Total time to {span} (s)|"
-                      "Processing speed (words/s)|words/s min-max|words/s 1.4826 MAD|"
-                      "Speedup ratio [paired range]|Efficiency (%)|Step jitter (ms)|Runs|Host|\n")
-            buf.write("|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|\n")
-            for p in pts:
-                per, total = _batch_cells(p, scaling)
-                rng, mad = range_cells(p)
-                buf.write(f"|{p.ranks}|{p.workers}|{per}|{total}|{p.time_s:.3f}|"
-                          f"{p.words_per_s:.1f}{mark(p)}|{rng}|{mad}|{speedup_cell(p)}|"
-                          f"{_fmt(p.efficiency, '.1f')}|{p.jitter_ms:.2f}|{p.repeats}|"
-                          f"{host_cell(p)}|\n")
+            buf.write(series_table(pts, scaling, span, has_rounds(exp)))
             if not any(p.workers == 1 for p in pts):
                 buf.write("\n(no 1-worker run recorded: speedup cannot be computed)\n")
             buf.write("\n")
@@ -139,6 +130,34 @@ def markdown(experiments: dict[str, Experiment]) -> str:
         buf.write(horovod_vs_native(exp.series, order))
         buf.write(padding_and_idle(exp.series, order))
     return buf.getvalue()
+
+
+def has_rounds(exp: Experiment) -> bool:
+    """Whether some point of ``exp`` has several runs: only then do spread columns exist."""
+    return any(len(p.runs) > 1 for pts in exp.series.values() for p in pts)
+
+
+ONE_RUN_NOTE = ("One run per point: no spread to show (min-max, MAD, paired ranges); "
+                "`hvdscale sweep --repeats N` (N >= 2) adds the rounds that give them.\n")
+
+
+def series_table(pts: list[Point], scaling: str, span: str, spread: bool) -> str:
+    """One series' table in the seed notes' layout; the spread columns (min-max, MAD, the
+    speedup's paired range) only where the experiment has rounds (``spread``)."""
+    cols = ["Ranks", "Workers", "Batch per rank", "Global batch", f"Total time to {span} (s)",
+            "Processing speed (words/s)"]
+    cols += (["words/s min-max", "words/s 1.4826 MAD", "Speedup ratio [paired range]"] if spread
+             else ["Speedup ratio"])
+    cols += ["Efficiency (%)", "Step jitter (ms)", "Runs", "Host"]
+    out = ["|" + "|".join(cols) + "|", "|" + ":--|" * len(cols)]
+    for p in pts:
+        per, total = _batch_cells(p, scaling)
+        cells = [str(p.ranks), str(p.workers), per, total, f"{p.time_s:.3f}",
+                 f"{p.words_per_s:.1f}{mark(p)}"]
+        cells += [*range_cells(p), speedup_cell(p)] if spread else [speedup_cell(p)]
+        cells += [_fmt(p.efficiency, ".1f"), f"{p.jitter_ms:.2f}", str(p.repeats), host_cell(p)]
+        out.append("|" + "|".join(cells) + "|")
+    return "\n".join(out) + "\n"
 
 
 def padding_and_idle(strategies: dict[str, list[Point]], order: list[str]) -> str:
@@ -176,17 +195,21 @@ def side_by_side(series: dict[str, list[Point]], order: list[str]) -> str:
     if len(order) < 2:
         return ""
     ranks = sorted({p.ranks for pts in series.values() for p in pts})
-    head = ("|Framework|Strategy|RNN impl|"
-            + "|".join(f"words/s N={n}|speedup N={n}" for n in ranks) + "|vs independent|")
+    # A rank count where no series has a speedup (1 worker: 1 by definition) gets no column.
+    sped = {p.ranks for pts in series.values() for p in pts if speedup_cell(p)}
+    cols = [f"words/s N={n}" + (f"|speedup N={n}" if n in sped else "") for n in ranks]
+    head = "|Framework|Strategy|RNN impl|" + "|".join(cols) + "|vs independent|"
     out = ["### Side by side: framework x strategy x RNN implementation\n", head,
-           "|" + ":--|" * (4 + 2 * len(ranks))]
+           "|" + ":--|" * (4 + len(ranks) + len(sped))]
     for label in order:
         fw, impl, strategy = label.split(" / ", 2)
         by = {p.ranks: p for p in series[label]}
         row = [fw, strategy, impl]
         for n in ranks:
             p = by.get(n)
-            row += ["" if p is None else wps_cell(p), "" if p is None else speedup_cell(p)]
+            row.append("" if p is None else wps_cell(p))
+            if n in sped:
+                row.append("" if p is None else speedup_cell(p))
         ideal = {p.ranks: p for p in series.get(f"{fw} / {impl} / independent", [])}
         both = [n for n in by if n in ideal]
         if strategy != "independent" and both:
@@ -232,6 +255,8 @@ def to_csv(experiments: dict[str, Experiment]) -> str:
 def _noise_csv(p: Point) -> list[str]:
     """The CSV's spread, paired-speedup range and busy-run columns of one point."""
     s = p.speedup_range or {}
+    if len(p.runs) < 2:  # one run has no spread: empty, not a min = max and a MAD of 0
+        return ["", "", "", "", "", str(s.get("n", "")), str(p.busy_runs), str(p.load_known)]
     return [f"{p.wps_min:.2f}", f"{p.wps_max:.2f}", f"{p.wps_mad:.2f}",
             _fmt(s.get("min"), ".4f"), _fmt(s.get("max"), ".4f"), str(s.get("n", "")),
             str(p.busy_runs), str(p.load_known)]
