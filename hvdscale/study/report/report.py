@@ -27,6 +27,7 @@ from hvdscale.study.quality import plot_quality, quality_section
 from hvdscale.study.report.breakdown import section as why_not_better
 from hvdscale.study.report.points import collect
 from hvdscale.study.report.scaling_plot import plot_scaling
+from hvdscale.study.report.startup import startup_section
 from hvdscale.study.report.tables import failed_points, horovod_timelines, markdown, to_csv
 
 # Fields every successful record must hold for the report; a record lacking one is named with
@@ -96,6 +97,7 @@ def write_report(results: str | Path, out: str | Path | None = None, plot: bool 
     exps = collect(records)
     md = (markdown(exps) + why_not_better(records) + quality_section(records)
           + rules_section(records))
+    md += startup_section(records, results)
     md += failed_points(open_failures(records))
     md += horovod_timelines(records)
     md += kind_sections(others)
