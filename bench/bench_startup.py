@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from emit import emit, paired  # bench/ is on sys.path when a script runs
+from emit import emit, paired, quiet_label  # bench/ is on sys.path when a script runs
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -114,7 +114,11 @@ def _range(xs: list[float]) -> str:
 
 def render(d: dict) -> str:
     """The BENCHMARKS.md table, from the raw file alone."""
-    lines = ["| np | floor s, median (range) | floor + optimizer s | hvdscale run s | ratio "
+    q = quiet_label(d)
+    lines = [f"{sum(not r['warmup'] for r in d['rounds']) // len(d['np'])} paired rounds per np "
+             f"(a warm-up round left out); max 1-minute load {q['load_1min_max']:.1f}, "
+             f"quiet={q['quiet']}.", "",
+             "| np | floor s, median (range) | floor + optimizer s | hvdscale run s | ratio "
              f"run/floor, median (range), n | goal <= {GOAL_RATIO} | ratio run/(floor + "
              "optimizer) | slowest phases (median s) | load max |",
              "|---|---|---|---|---|---|---|---|---|"]
