@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -77,3 +78,13 @@ def test_the_report_names_the_slow_phase_and_the_sweeps_own_time(tmp_path: Path)
     assert [round(x["between_s"], 2) for x in lines] == [0.3, 50.3, 50.3]
     assert "between points median 50.30 s" in md
     assert startup_section([], tmp_path / "none") == ""
+
+
+def test_exit_now_runs_atexit_flushes_and_keeps_the_code() -> None:
+    code = ("import atexit, sys; atexit.register(lambda: print('bye', end='')); "
+            "print('out', end=''); sys.stderr.write('err'); "
+            "from hvdscale.core.startup import exit_now; exit_now(3); print('never')")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # buffered, as piped
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                       env=env)
+    assert (r.returncode, r.stdout, r.stderr) == (3, "outbye", "err")
