@@ -40,7 +40,7 @@ def nodns_argv(tmp: Path, command: str) -> list[str]:
         f"hostname {HOSTNAME}",
         "ip link set lo up",
         "ip link add nd0 type veth peer name nd1",
-        "sysctl -q -w net.ipv6.conf.nd0.disable_ipv6=1",
+        "echo 1 > /proc/sys/net/ipv6/conf/nd0/disable_ipv6",
         "ip addr add 10.77.0.2/24 dev nd0",
         "ip link set nd0 up", "ip link set nd1 up",
         "ip neigh add 10.77.0.1 lladdr 02:00:00:00:00:01 dev nd0 nud permanent",
