@@ -26,7 +26,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command = {c.NAME: c for c in COMMANDS}[args.cmd]
     if getattr(command, "ON_EVERY_RANK", False):
-        return _on_every_rank(command, args)
+        rc = _on_every_rank(command, args)
+        if argv is None:  # this process's own command line: no interpreter teardown
+            from hvdscale.core.startup import exit_now
+
+            exit_now(rc)
+        return rc
     try:
         return command.handle(args)
     except HvdscaleError as e:

@@ -132,4 +132,7 @@ def run_probes(frameworks: list[str], timeout: float = 120.0) -> dict[str, dict[
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from hvdscale.core.startup import exit_now
+
+    # Printed and flushed: the framework's teardown (seconds for TensorFlow) is not waited for.
+    exit_now(main(sys.argv[1:]))

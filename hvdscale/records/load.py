@@ -14,7 +14,8 @@ the end of the window, less the run's own demand. A short run adds less than its
 launches (whose load lingers into the next) never mark each other. The load average trails by a
 minute, so a hog that started just before the window is seen only in part.
 
-Before a launch (``load_now``): ``others`` = the cores busy right now, sampled over a second;
+Before a launch (``load_now``): ``others`` = the cores busy right now, sampled over a quarter
+of a second (a sweep pays it between every two points; a longer sample sees the same hog);
 the 1-minute load would still hold the previous point's own ranks, which have ended.
 """
 
@@ -87,7 +88,7 @@ def record_load(rec: dict[str, Any]) -> HostLoad | None:
     return HostLoad(cores, demand, max(0.0, float(load[0]) - demand))
 
 
-def load_now(demand: int, sample_s: float = 1.0) -> HostLoad:
+def load_now(demand: int, sample_s: float = 0.25) -> HostLoad:
     """This host's load now, for a point about to run ``demand`` rank x threads here: the cores
     busy over ``sample_s`` seconds (all processes; none of the point's yet)."""
     import psutil

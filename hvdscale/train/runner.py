@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.config import NATIVE_STRATEGIES, RunConfig, StrategyConfig, check_launch
+from hvdscale.core import startup
 from hvdscale.core.faults import maybe_fault
 from hvdscale.core.peers import start_peers
 from hvdscale.core.progress import ProgressReport
 from hvdscale.core.supervise import current_state, phase, start_deadline, stop_deadline
 from hvdscale.core.threads import launch_local_size, resolve_threads, thread_env
 from hvdscale.core.world import World, is_gloo_launch, launch_rank, make_world
+from hvdscale.records.startup import summarize_startup
 from hvdscale.records.store import append_record, check_writable
 from hvdscale.train.context import RunContext
 from hvdscale.train.data import load_data
@@ -43,6 +45,7 @@ def run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None = None,
     hvdscale.core.progress); the caller closes it.
     """
     started = datetime.now(UTC).isoformat(timespec="seconds")
+    startup.begin()  # each phase below ends with a startup.mark (hvdscale.core.startup)
     start_deadline(cfg.measure.run_deadline_s(), launch_rank())
     try:
         return _run(cfg, out_dir, argv, started, progress or ProgressReport())
@@ -68,9 +71,14 @@ def _run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None, started: s
     # GPU fails here, identically on every rank, before anything is trained or recorded.
     from hvdscale.core.device import launch_local_rank, resolve_device
 
-    placement = resolve_device(cfg.device, fw.gpu_count(), launch_local_rank(), local_size)
+    # device=cpu asks nothing of CUDA: counting GPUs would start its driver (seconds on a GPU host)
+    gpus = 0 if cfg.device == "cpu" else fw.gpu_count()
+    placement = resolve_device(cfg.device, gpus, launch_local_rank(), local_size)
     fw.use_device(placement)
     fw.set_tf32(cfg.tf32)
+    startup.mark("imports")
+    startup.init_mpi()
+    startup.mark("mpi")
 
     # The frameworks' own strategies (ddp, mwms) never start Horovod; under horovodrun --gloo
     # the check refuses what cannot run without MPI, before any world is made.
@@ -94,6 +102,7 @@ def _run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None, started: s
         check_writable(out_dir)
     phase("barrier: results directory checked", waiting=True)
     world.barrier()  # no rank trains unless rank 0 can write the record
+    startup.mark("horovod")
     # Each rank answers where it is over a side channel, so a rank that waits too long in a
     # collective can name the rank it waits for (hvdscale.core.peers).
     phase("exchange of the side channel's addresses", waiting=True)
@@ -105,6 +114,7 @@ def _run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None, started: s
         # What each rank's Horovod read at init (its own environment), and what follows from it.
         hvd_used = horovod_in_force(world)
     strategy_cfg = dataclasses.replace(cfg.strategy, horovod=hvd_cfg)
+    startup.mark("side_channel")
     ctx = RunContext(cfg, world, fw, placement, intra, inter, started, argv,
                      {"env": hvd_env, "used": hvd_used}, gpu_groups)
     return _train(ctx, strategy_cfg, out_dir, progress)
@@ -146,10 +156,12 @@ def _train(ctx: RunContext, strategy_cfg: StrategyConfig, out_dir: str | Path,
     cfg, world, rank = ctx.cfg, ctx.world, ctx.world.rank
     strategy = make_strategy(strategy_cfg, world, ctx.fw.HorovodStrategy,
                              ctx.fw.make_native_strategy)
+    startup.mark("process_group")
 
     phase("data")
     maybe_fault(rank, "data")
     data = load_data(cfg, strategy, world)
+    startup.mark("data")
 
     phase("model")
     maybe_fault(rank, "model")
@@ -169,15 +181,20 @@ def _train(ctx: RunContext, strategy_cfg: StrategyConfig, out_dir: str | Path,
     schedule, batches = make_schedule(measure, data.plan, world, mode=cfg.data.bucketing.mode)
     tracker = make_tracker(cfg, world, adapter, strategy.computes,
                            (data.src_vocab, data.tgt_vocab), len(data.corpus.src))
+    startup.mark("model")
+    clock = startup.clock()
     done = train_loop(LoopParts(strategy, adapter, world, cfg.measure.step_timeout_s, progress),
-                      schedule, batches, stop_after=tracker.after_step if tracker else None,
+                      schedule, batches, on_step=lambda _: clock.once("first_step"),
+                      stop_after=tracker.after_step if tracker else None,
                       on_open=tracker.begin if tracker else lambda: None)
     strategy.finish()
 
-    ranks = _gather(world, rank_entry(ctx, strategy, adapter, data, done))
+    ranks = _gather(world, {**rank_entry(ctx, strategy, adapter, data, done),
+                            "startup": clock.entry()})
     if rank != 0:
         return None
     record = build_record(ctx, strategy, adapter, data, schedule, ranks)
+    record["startup"] = summarize_startup([r["startup"] for r in ranks])
     if tracker is not None:
         record["quality"] = tracker.summary(optim_used)
         if cfg.measure.until.active:  # the steps run, not the cap

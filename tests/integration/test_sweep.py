@@ -79,6 +79,24 @@ def test_sweep_runs_every_point_and_writes_the_report(swept: tuple) -> None:
     assert (out / "logs/demo_torch_ps_np2.stdout").read_text().startswith("$ mpirun -np 2 ")
 
 
+def test_every_record_and_the_report_carry_start_up_and_the_sweeps_own_time(swept: tuple
+                                                                            ) -> None:
+    out, _ = swept
+    for rec in records(out):
+        s = rec["startup"]
+        assert len(s["per_rank"]) == rec["ranks"] and s["total_max_s"] > 0
+        # From the OS's process start: the interpreter and torch's import are in it.
+        assert all(r["phases"]["imports"] > 0.3 and r["phases"]["first_step"] > 0
+                   for r in s["per_rank"])
+    timing = [json.loads(x) for x in (out / "sweep_timing.jsonl").read_text().splitlines()]
+    assert len(timing) == 6 and all(t["launch_s"] > t["ranks_start_s"] > 0 for t in timing)
+    assert all(t["launcher_start_s"] is not None and t["between_s"] >= t["sample_s"]
+               for t in timing)
+    md = (out / "report.md").read_text()
+    assert "## Start-up: process start to first step" in md
+    assert "| demo torch / fused / ps | 2 | 1 |" in md and "Over 6 launch(es)" in md
+
+
 def test_rerun_skips_recorded_points_and_redo_measures_again(swept: tuple) -> None:
     out, _ = swept
     before = (out / "results.jsonl").read_bytes()

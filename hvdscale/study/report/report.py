@@ -27,6 +27,7 @@ from hvdscale.study.quality import plot_quality, quality_section
 from hvdscale.study.report.breakdown import section as why_not_better
 from hvdscale.study.report.points import Experiment, collect
 from hvdscale.study.report.scaling_plot import plot_scaling
+from hvdscale.study.report.startup import startup_section
 from hvdscale.study.report.tables import failed_points, horovod_timelines, markdown, to_csv
 
 # Fields every successful record must hold for the report; a record lacking one is named with
@@ -82,11 +83,13 @@ def _output_dir(results: str | Path, out: str | Path | None) -> Path:
     return out_dir
 
 
-def run_sections(records: list[dict], exps: dict[str, Experiment]) -> list[str]:
+def run_sections(records: list[dict], exps: dict[str, Experiment],
+                 results: str | Path) -> list[str]:
     """The run records' sections, in the report's order (each "" when it has nothing to show).
     A new section is one more line here: a function of the records and/or the experiments."""
     return [markdown(exps), why_not_better(records), quality_section(records),
-            rules_section(records), failed_points(open_failures(records)),
+            rules_section(records), startup_section(records, results),
+            failed_points(open_failures(records)),
             horovod_timelines(records)]
 
 
@@ -112,7 +115,7 @@ def write_report(results: str | Path, out: str | Path | None = None, plot: bool 
     others = [rec for _, rec in loaded if rec.get("kind", "run") != "run"]
     records = check_records([(w, rec) for w, rec in loaded if rec.get("kind", "run") == "run"])
     exps = collect(records)
-    md = "".join(run_sections(records, exps)) + kind_sections(others)
+    md = "".join(run_sections(records, exps, results)) + kind_sections(others)
     out_dir = _output_dir(results, out)
     try:
         files = plot_scaling(exps, out_dir) + plot_quality(records, out_dir) if plot else []

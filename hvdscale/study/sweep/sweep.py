@@ -38,6 +38,7 @@ from hvdscale.study.sweep.launcher import (
     read_out,
     run_launch,
 )
+from hvdscale.study.sweep.overhead import LaunchTiming, write_timing
 from hvdscale.study.sweep.plan import (
     Point,
     SweepSpec,
@@ -60,6 +61,7 @@ class Outcome:
     error: str = ""  # why it failed; for an ok point, a note (e.g. it overran while exiting)
     log: Path | None = None
     record: dict[str, Any] | None = None
+    timing: LaunchTiming | None = None  # when the launch spawned and exited (overhead)
 
 
 @dataclass
@@ -108,8 +110,11 @@ def _log_base(spec: SweepSpec, point: Point) -> Path:
     return spec.out / "logs" / f"{name}_{point.cfg.framework}_{tag}_np{point.ranks}"
 
 
-def run_point(spec: SweepSpec, point: Point, hostfile_path: Path | None = None) -> Outcome:
+def run_point(spec: SweepSpec, point: Point, hostfile_path: Path | None = None,
+              timing: LaunchTiming | None = None) -> Outcome:
     """Launch one point, wait for it (up to the time limit), and record a failure."""
+    timing = timing or LaunchTiming()
+    timing.sampled = timing.sampled or timing.begin
     base = _log_base(spec, point)
     base.parent.mkdir(parents=True, exist_ok=True)
     cmd = launch_command(spec, point, hostfile_path)
@@ -118,7 +123,9 @@ def run_point(spec: SweepSpec, point: Point, hostfile_path: Path | None = None) 
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     out_log, err_log = base.with_suffix(".stdout"), base.with_suffix(".stderr")
+    timing.spawned = time.time()
     rc, timed_out = run_launch(cmd, env, spec.timeout_s, out_log, err_log)
+    timing.exited = time.time()
     seconds = time.monotonic() - t0
     new = read_out(spec.out)[before:]
     rec = next((r for r in reversed(new) if r.get("status") == "ok" and matches(r, point)),
@@ -129,7 +136,7 @@ def run_point(spec: SweepSpec, point: Point, hostfile_path: Path | None = None) 
         late = (f" (record written; the launch then overran --timeout {spec.timeout_s:g} s "
                 "while exiting and was ended)") if timed_out else ""
         return Outcome(point, "ok", seconds, rec["words_per_s"], error=late.strip(), log=out_log,
-                       record=rec)
+                       record=rec, timing=timing)
     stderr, stdout = (f.read_text(errors="replace") if f.exists() else ""
                       for f in (err_log, out_log))
     if timed_out:
@@ -145,7 +152,7 @@ def run_point(spec: SweepSpec, point: Point, hostfile_path: Path | None = None) 
         "launcher": spec.launcher, "command": cmd, "returncode": rc, "timed_out": timed_out,
         "seconds": round(seconds, 3), "error": error,
         "stderr_tail": stderr.splitlines()[-20:], "log": str(err_log)})
-    return Outcome(point, "failed", seconds, error=error, log=err_log)
+    return Outcome(point, "failed", seconds, error=error, log=err_log, timing=timing)
 
 
 def time_left(launched: list[Outcome], remaining: list[Point]) -> float | None:
@@ -232,11 +239,15 @@ def run_sweep(spec: SweepSpec, say: Callable[[str], None] = print) -> SweepResul
                     f"(--redo measures it again)")
                 result.outcomes.append(o)
                 continue
+            timing = LaunchTiming()
             warning = busy_warning(spec, point)
+            timing.sampled = time.time()
             if warning:
                 say(f"{head}: {warning}")
-            o = run_point(spec, point if spec.repeats == 1 else round_point(point, r), hf)
+            o = run_point(spec, point if spec.repeats == 1 else round_point(point, r), hf, timing)
             o.point = point
+            write_timing(spec.out, point.label, r, timing.entry(
+                o.record, launched[-1].timing.exited if launched else None))
             launched.append(o)
             rest = [plan[i][1] for i in todo if i > k]
             say(f"{head}: {_progress(o, time.monotonic() - t0, launched, rest)}")

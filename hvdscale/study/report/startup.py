@@ -1,0 +1,79 @@
+"""The report's start-up table: per point, the seconds from the ranks' process start to their
+first step, by phase (the record's ``startup``, ``hvdscale.records.startup``), and the sweep's
+own time between points (``<results>/sweep_timing.jsonl``, ``hvdscale.study.sweep.overhead``).
+
+A slow launch names its phase here: each cell is the slowest rank's seconds in that phase
+(median over the point's runs), and the last column the phase that cost most.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+from hvdscale.records.startup import LABELS
+from hvdscale.study.sweep.overhead import TIMING_FILE
+
+_SHORT = {"imports": "imports", "mpi": "MPI", "horovod": "Horovod", "side_channel": "side ch.",
+          "process_group": "strategy", "data": "data", "model": "model",
+          "first_step": "1st step"}
+
+
+def _point(rec: dict[str, Any]) -> tuple[str, int]:
+    key = rec.get("key") or {}
+    return f"{rec.get('name', '?')} {key.get('series', key.get('strategy', '?'))}", rec["ranks"]
+
+
+def startup_table(records: list[dict[str, Any]]) -> str:
+    """Markdown rows of each point's start-up phases ('' when no record has ``startup``)."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for rec in records:
+        if rec.get("status") == "ok" and isinstance(rec.get("startup"), dict):
+            groups.setdefault(_point(rec), []).append(rec["startup"])
+    if not groups:
+        return ""
+    phases = list(LABELS)
+    head = ["point", "ranks", "runs", "total", *(_SHORT[p] for p in phases), "slowest phase"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (label, ranks), runs in sorted(groups.items()):
+        med = {p: statistics.median(s["max_s"].get(p, 0.0) for s in runs) for p in phases}
+        total = statistics.median(s["total_max_s"] for s in runs)
+        worst = max(phases, key=lambda p: med[p])
+        cells = [label, str(ranks), str(len(runs)), f"{total:.2f}",
+                 *(f"{med[p]:.2f}" for p in phases), f"{LABELS[worst]} ({med[worst]:.2f} s)"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def sweep_line(results: str | Path) -> str:
+    """One line on the sweep's own time between points ('' without its timing file)."""
+    path = Path(results) / TIMING_FILE
+    if not path.is_file():
+        return ""
+    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    between = [r["between_s"] for r in rows[1:]]  # the first launch has no point before it
+    starts = [r["launcher_start_s"] for r in rows if r.get("launcher_start_s") is not None]
+    if not between and not starts:
+        return ""
+    parts = []
+    if between:
+        parts.append(f"the sweep's own time between points median {statistics.median(between):.2f}"
+                     f" s (max {max(between):.2f}; load sample, command, records read)")
+    if starts:
+        parts.append(f"launcher spawn to first rank's process start median "
+                     f"{statistics.median(starts):.2f} s")
+    return f"Over {len(rows)} launch(es): " + "; ".join(parts) + f" ({TIMING_FILE}).\n"
+
+
+def startup_section(records: list[dict[str, Any]], results: str | Path) -> str:
+    """The report's start-up section ('' when there is nothing to show)."""
+    table = startup_table(records)
+    sweep = sweep_line(results) if Path(results).is_dir() else ""
+    if not table and not sweep:
+        return ""
+    legend = ", ".join(f"{_SHORT[p]} = {LABELS[p]}" for p in LABELS)
+    return ("\n## Start-up: process start to first step (s, slowest rank per phase)\n\n"
+            + table + ("\n" if table else "") + sweep
+            + f"\nPhases: {legend}. Median over a point's runs.\n")
