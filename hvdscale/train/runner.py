@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.config import NATIVE_STRATEGIES, RunConfig, StrategyConfig, check_launch
+from hvdscale.config.run import check_precision_device, tf32_in_force
 from hvdscale.core.faults import maybe_fault
 from hvdscale.core.peers import start_peers
 from hvdscale.core.progress import ProgressReport
@@ -70,7 +71,8 @@ def _run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None, started: s
 
     placement = resolve_device(cfg.device, fw.gpu_count(), launch_local_rank(), local_size)
     fw.use_device(placement)
-    fw.set_tf32(cfg.tf32)
+    check_precision_device(cfg.precision, placement.kind)
+    fw.set_tf32(tf32_in_force(cfg))
 
     # The frameworks' own strategies (ddp, mwms) never start Horovod; under horovodrun --gloo
     # the check refuses what cannot run without MPI, before any world is made.
@@ -156,7 +158,7 @@ def _train(ctx: RunContext, strategy_cfg: StrategyConfig, out_dir: str | Path,
     optim, optim_used = scaled_optim(cfg.optim, cfg.data.scaling,
                                      getattr(strategy, "num_workers", world.size))
     adapter = ctx.fw.make_adapter(cfg.model, optim, data.src_vocab, data.tgt_vocab,
-                                  ctx.placement)
+                                  ctx.placement, precision=cfg.precision)
     check_same_shapes(cfg.model, adapter, world)
     phase("strategy set-up (initial parameters shared)", waiting=True)
     strategy.setup(adapter)
