@@ -80,8 +80,11 @@ def _ratio(a: list[dict], b: list[dict]) -> str:
 
 def render(raw: dict) -> str:
     """The BENCHMARKS.md table: medians over rounds, paired ratios (median, range)."""
-    lines = [f"config `{raw['config']}`, horovod, {raw['rounds']} paired rounds; "
-             f"{quiet_label(raw)['quiet_basis'] if not quiet_label(raw)['quiet'] else 'quiet'}",
+    q = quiet_label(raw)
+    lines = [f"config `{raw['config']}`, horovod, {raw['rounds']} paired rounds, "
+             f"{'quiet' if q['quiet'] else 'NOT quiet'}: 1-minute load up to "
+             f"{q['load_1min_max']:.1f} on {raw['host_cores']} cores ({q['quiet_basis']}); "
+             "ratios are per-round paired, median (min-max)",
              "",
              "| precision | np | fused w/s | loop w/s | compiled w/s | compiled/loop "
              "| compiled/fused | compile s | load max |",

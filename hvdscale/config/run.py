@@ -148,10 +148,11 @@ class RunConfig:
     """Compute precision (docs/precision.md). ``fp32``: true fp32 (TF32 off on GPUs);
     ``tf32``: fp32 with TF32 matmuls (GPU only: refused on a CPU); ``bf16``: autocast to
     bfloat16; ``fp16``: autocast to float16 with a dynamic loss scaler (on a CPU it runs,
-    slowly, for correctness; refused with ``strategy.name=ps``). Parameters, gradients and the optimizer stay fp32 in every
-    precision (master weights): the strategies get fp32 gradients and send what their own
-    settings choose (``strategy.horovod.compression``, ``strategy.ddp.comm_hook``); the
-    record's ``precision`` says both. PyTorch only: TensorFlow refuses all but fp32."""
+    slowly, for correctness; refused with ``strategy.name=ps``). Parameters, gradients and
+    the optimizer stay fp32 in every precision (master weights): the strategies get fp32
+    gradients and send what their own settings choose (``strategy.horovod.compression``,
+    ``strategy.ddp.comm_hook``); the record's ``precision`` says both. PyTorch only:
+    TensorFlow refuses all but fp32."""
 
     def __post_init__(self) -> None:
         # The registry's names, in the words a Literal field's check uses.
