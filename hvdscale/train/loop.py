@@ -125,6 +125,7 @@ def _precompile(parts: LoopParts,
     if precompile is None or not parts.strategy.computes:
         return None, batches
     phase("compiling the loop")
+    parts.progress.phase("compiling the loop (timed apart from the warm-up)")
     first = next(batches)
     return precompile(first), itertools.chain([first], batches)
 
