@@ -239,7 +239,9 @@ def differences(configs: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str,
     Returns:
         ``{experiment_id: {"data.batch_size": 8, ...}}``; empty dicts for a single experiment.
     """
-    flat = {eid: _flatten(experiment_of(c)) for eid, c in configs.items()}
+    # fp32, dropped from identities (see identity), is named as such rather than "(unset)".
+    flat = {eid: {"precision": "fp32", **_flatten(experiment_of(c))}
+            for eid, c in configs.items()}
     keys = sorted({k for f in flat.values() for k in f})
     varying = [k for k in keys
                if len({json.dumps(f.get(k, "(unset)"), sort_keys=True) for f in flat.values()})

@@ -127,3 +127,13 @@ def test_compiled_loop_compiles_and_matches_the_eager_loop() -> None:
     assert adapter(loop).precompile(batch) is None  # nothing to compile: nothing recorded
     d_eager, d_comp = _step(adapter(loop), batch), _step(a, batch)
     assert np.linalg.norm(d_comp - d_eager) / np.linalg.norm(d_eager) < 1e-5
+
+
+def test_report_sections_name_the_precision() -> None:
+    from hvdscale.records.experiment import differences
+
+    fp32 = to_dict(load_config(None, []))
+    bf16 = to_dict(load_config(None, ["precision=bf16"]))
+    assert differences({"a": fp32, "b": bf16}) == {"a": {"precision": "fp32"},
+                                                   "b": {"precision": "bf16"}}
+    assert differences({"a": fp32}) == {"a": {}}
