@@ -294,6 +294,7 @@ CHECKS: list[tuple[str, tuple[str, ...], Callable[..., list[str]]]] = [
     ("issue 20 revisions", tuple(r for _, r in ISSUE20_REVISIONS), issue20_revisions),
     ("issue 20 overhead", tuple(r for _, r in ISSUE20_OVERHEAD), issue20_overhead),
     ("issue 41 demo compile", ("precision_demo.json",), issue41_compile),
+    ("issue 41 seed compile", ("precision_seed.json",), issue41_compile),
 ]
 """(section, raw files in the results directory, the figures they give as the text prints
 them: the check is called with each raw file's contents, in this order)."""
