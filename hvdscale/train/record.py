@@ -82,8 +82,7 @@ def build_record(ctx: RunContext, strategy: Strategy, adapter: Adapter, data: Ru
         "final_loss": (sum(r["last_loss"] for r in ranks) / final_tokens
                        if final_tokens else None),
         "fingerprints": [r["fingerprint"] for r in ranks],
-        "precision": {**ranks[0]["precision"], "wire": wire_dtype(to_dict(cfg.strategy))},
-        "compile": compile_summary([r["compile"] for r in ranks]),
+        **_compute_fields(cfg.strategy, ranks),
         "memory": [{"rank": r["rank"], "peak_rss_mb": r["peak_rss_mb"],
                     "rss_first_mb": r["rss_first_mb"], "rss_last_mb": r["rss_last_mb"],
                     "peak_gpu_mem_mb": r["device"]["peak_gpu_mem_mb"]}
@@ -105,6 +104,12 @@ def _precision_info(adapter: Adapter) -> dict[str, Any]:
     if info is not None:
         return info()
     return {"compute": "fp32", "master_weights": "fp32", "grads": "float32", "loss_scaler": None}
+
+
+def _compute_fields(strategy: Any, ranks: list[dict]) -> dict[str, Any]:
+    """The record's ``precision`` (rank 0's, with the strategy's wire dtype) and ``compile``."""
+    return {"precision": {**ranks[0]["precision"], "wire": wire_dtype(to_dict(strategy))},
+            "compile": compile_summary([r["compile"] for r in ranks])}
 
 
 def wire_dtype(strategy: dict[str, Any]) -> str:

@@ -137,3 +137,20 @@ def test_report_sections_name_the_precision() -> None:
     assert differences({"a": fp32, "b": bf16}) == {"a": {"precision": "fp32"},
                                                    "b": {"precision": "bf16"}}
     assert differences({"a": fp32}) == {"a": {}}
+
+
+def test_a_run_records_precision_wire_and_compile_time(tmp_path) -> None:
+    out = subprocess.run([sys.executable, "-m", "hvdscale", "run", "configs/demo.yaml",
+                          "--set", "precision=bf16", "--set", "model.rnn_impl=compiled",
+                          "--set", "strategy.name=independent", "--set", "model.hidden_size=32",
+                          "--set", "measure.warmup_steps=1", "--set", "measure.steps=1",
+                          "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    import json
+
+    rec = json.loads((tmp_path / "results.jsonl").read_text().splitlines()[-1])
+    assert rec["precision"]["compute"] == "bf16" and rec["precision"]["grads"] == "float32"
+    assert rec["precision"]["wire"].startswith("none") and rec["key"]["precision"] == "bf16"
+    took = rec["compile"]
+    assert took["compile_s"] > 0 and took["first_pass_s"] > took["compiled_pass_s"]
