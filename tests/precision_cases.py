@@ -1,8 +1,8 @@
 """Exactness and tolerance under ``precision`` and ``rnn_impl: compiled`` (issue 41).
 
 The harness of tests/exactness.py (uneven batches, the parameters' change compared with one
-process on the union of the ranks' batches, the naive per-rank mean as negative control), with
-the adapter built in the config's precision: tests/exactness.py's ``adapter`` builds fp32 only.
+process on the union of the ranks' batches, the naive per-rank mean as negative control; its
+adapters compute in the config's precision), with the tolerances measured for these cases.
 """
 
 from __future__ import annotations
@@ -12,19 +12,19 @@ from typing import Any
 import numpy as np
 
 from hvdscale.config import RunConfig
-from hvdscale.core.data import concat_batches
-from hvdscale.core.device import CPU, Placement
-from hvdscale.frameworks import load_framework
-from hvdscale.strategies import Strategy, make_strategy
+from hvdscale.strategies import Strategy
+from tests import exactness
 from tests.exactness import (
-    K_STEPS,
+    adapter,
     config,
     identical_replicas,
-    plan,
+    reference,
     rel_change,
     worker_params,
     worker_steps,
 )
+
+__all__ = ["adapter", "distributed", "errors", "precise_config"]
 
 FP32_TOL = 1e-5
 """As tests/mpi/test_exactness.py: float32 sums in another order."""
@@ -46,49 +46,14 @@ def precise_config(strategy: str, precision: str, impl: str = "loop", *extra: st
     return config("torch", strategy, f"precision={precision}", f"model.rnn_impl={impl}", *extra)
 
 
-def adapter(cfg: RunConfig, placement: Placement = CPU) -> Any:
-    """A fresh, seeded adapter of ``cfg`` computing in ``cfg.precision``."""
-    return load_framework(cfg.framework).make_adapter(
-        cfg.model, cfg.optim, cfg.model.src_vocab, cfg.model.tgt_vocab, placement,
-        precision=cfg.precision)
-
-
 def distributed(cfg: RunConfig, world: Any) -> tuple[np.ndarray, Strategy]:
-    """K steps of ``cfg``'s strategy on this rank; (the parameters every worker holds, asserted
-    equal bit for bit, and the strategy)."""
-    fw = load_framework(cfg.framework)
-    strategy = make_strategy(cfg.strategy, world, fw.HorovodStrategy,
-                             getattr(fw, "make_native_strategy", None))
-    mine = adapter(cfg)
-    strategy.setup(mine)
-    widx = getattr(strategy, "worker_index", world.rank)
-    nworkers = getattr(strategy, "num_workers", world.size)
-    batches = plan(cfg, widx, nworkers).batches() if strategy.computes else None
-    for _ in range(K_STEPS):
-        strategy.step(next(batches) if batches is not None else None)
-    strategy.finish()
-    params = mine.params_buffer().astype(np.float64)
+    """tests/exactness.py's K steps of ``cfg``'s strategy on this rank; (the parameters every
+    worker holds, asserted equal bit for bit, and the strategy)."""
+    params, strategy = exactness.distributed(cfg, world)
     if hasattr(strategy, "num_workers"):  # the parameter server: serve-only ranks hold none
         return worker_params(world, strategy, params), strategy
     identical_replicas(world, params)
     return params, strategy
-
-
-def reference(cfg: RunConfig, steps: list[list], naive: bool = False) -> np.ndarray:
-    """One process in ``cfg.precision``: one update per step on the union of the batches
-    (``naive``: the mean of per-worker mean-loss gradients, the wrong weighting)."""
-    one = adapter(cfg)
-    for parts in steps:
-        parts = [b for b in parts if b is not None]
-        one.zero_grad()
-        if naive:
-            for b in parts:
-                one.forward_backward(b, 1.0 / (len(parts) * b.loss_tokens))
-        else:
-            union = concat_batches(parts)
-            one.forward_backward(union, 1.0 / union.loss_tokens)
-        one.step()
-    return one.params_buffer().astype(np.float64)
 
 
 def errors(cfg: RunConfig, params: np.ndarray, nworkers: int) -> tuple[float, float]:
