@@ -267,6 +267,16 @@ def issue20_overhead(*runs: dict) -> list[str]:
     return out
 
 
+def issue41_compile(d: dict) -> list[str]:
+    """Issue 41's headline: the compiled loop's compile time over every launch of a raw file
+    (bench_precision.py), recomputed from the launches."""
+    took = sorted(x["compile_s"] for x in d["launches"] if x["impl"] == "compiled")
+    if not took:
+        raise FigureError("no compiled launch")
+    return [f"compile time {statistics.median(took):.1f} s (median of {len(took)} launches, "
+            f"{took[0]:.1f}-{took[-1]:.1f} s)"]
+
+
 CHECKS: list[tuple[str, tuple[str, ...], Callable[..., list[str]]]] = [
     ("issue 3 harness overhead", ISSUE3_RUNS, issue3_overhead),
     ("issue 3 scaling", ("strategies_np2.json",), issue3_strategies),
@@ -284,6 +294,8 @@ CHECKS: list[tuple[str, tuple[str, ...], Callable[..., list[str]]]] = [
     ("issue 15 GEMM findings", ("gemm.md",), issue15_gemm),
     ("issue 20 revisions", tuple(r for _, r in ISSUE20_REVISIONS), issue20_revisions),
     ("issue 20 overhead", tuple(r for _, r in ISSUE20_OVERHEAD), issue20_overhead),
+    ("issue 41 demo compile", ("precision_demo.json",), issue41_compile),
+    ("issue 41 seed compile", ("precision_seed.json",), issue41_compile),
 ]
 CHECKS += H100_CHECKS  # issue 38: the first GPU machine's figures (bench/check_h100.py)
 """(section, raw files in the results directory, the figures they give as the text prints

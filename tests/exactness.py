@@ -81,9 +81,11 @@ def model_overrides(framework: str, model: tuple[str, ...] | str) -> tuple[str, 
 
 
 def adapter(cfg: RunConfig, placement: Placement = CPU) -> Any:
-    """A fresh adapter of ``cfg``'s framework (seeded: every call starts from the same values)."""
+    """A fresh adapter of ``cfg``'s framework (seeded: every call starts from the same values),
+    computing in ``cfg.precision`` (tests/precision_cases.py)."""
     return load_framework(cfg.framework).make_adapter(
-        cfg.model, cfg.optim, cfg.model.src_vocab, cfg.model.tgt_vocab, placement)
+        cfg.model, cfg.optim, cfg.model.src_vocab, cfg.model.tgt_vocab, placement,
+        precision=cfg.precision)
 
 
 def plan(cfg: RunConfig, widx: int, nworkers: int) -> BatchPlan:

@@ -8,7 +8,14 @@ e.g. ``strategy.ps.num_servers must be >= 1 (got 0)``.
 from hvdscale.config.data import BucketConfig, DataConfig, SyntheticConfig, TextConfig
 from hvdscale.config.load import apply_overrides, config_from_dict, load_config, to_dict
 from hvdscale.config.model import ModelConfig, OptimConfig
-from hvdscale.config.run import MeasureConfig, RunConfig, ThreadsConfig, check_launch
+from hvdscale.config.run import (
+    PRECISIONS,
+    MeasureConfig,
+    RunConfig,
+    ThreadsConfig,
+    check_launch,
+    tf32_in_force,
+)
 from hvdscale.config.strategy import (
     NATIVE_FRAMEWORK,
     NATIVE_STRATEGIES,
@@ -20,8 +27,29 @@ from hvdscale.config.strategy import (
     StrategyConfig,
 )
 
-__all__ = ["NATIVE_FRAMEWORK", "NATIVE_STRATEGIES", "OVERLAP_MODES", "STRATEGIES",
-           "BucketConfig", "DDPConfig", "DataConfig", "HorovodConfig",
-           "MeasureConfig", "ModelConfig", "OptimConfig", "PSConfig", "RunConfig",
-           "StrategyConfig", "SyntheticConfig", "TextConfig", "ThreadsConfig", "apply_overrides",
-           "check_launch", "config_from_dict", "load_config", "to_dict"]
+__all__ = [
+    "NATIVE_FRAMEWORK",
+    "NATIVE_STRATEGIES",
+    "OVERLAP_MODES",
+    "PRECISIONS",
+    "STRATEGIES",
+    "BucketConfig",
+    "DDPConfig",
+    "DataConfig",
+    "HorovodConfig",
+    "MeasureConfig",
+    "ModelConfig",
+    "OptimConfig",
+    "PSConfig",
+    "RunConfig",
+    "StrategyConfig",
+    "SyntheticConfig",
+    "TextConfig",
+    "ThreadsConfig",
+    "apply_overrides",
+    "check_launch",
+    "config_from_dict",
+    "load_config",
+    "tf32_in_force",
+    "to_dict",
+]

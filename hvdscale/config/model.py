@@ -8,6 +8,9 @@ from typing import Literal
 from hvdscale.config.builder import check_custom
 from hvdscale.config.fields import check as _check
 
+RNN_IMPLS = ("fused", "loop", "compiled")
+"""The values of ``model.rnn_impl``."""
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -33,9 +36,12 @@ class ModelConfig:
     builder_sha256: str | None = None
     """sha256 of the builder module's source, filled in when the config is read (any value
     set by hand is replaced): a changed model is a new experiment."""
-    rnn_impl: Literal["fused", "loop"] = "fused"
+    rnn_impl: Literal["fused", "loop", "compiled"] = "fused"
     """``fused``: the library kernel (``nn.LSTM``, the seed notes' cudnn_lstm); ``loop``: an
-    explicit per-time-step cell loop (the seed notes' dynamic_rnn)."""
+    explicit per-time-step cell loop (the seed notes' dynamic_rnn); ``compiled``: that loop with
+    its cell compiled (PyTorch: ``torch.compile``, CUDA-graph capture on a GPU; the compile time
+    is measured before the warm-up and recorded as ``compile``; TensorFlow refuses it,
+    docs/precision.md says why)."""
     embed_dim: int = 64
     """Embedding width."""
     hidden_size: int = 64
@@ -64,8 +70,8 @@ class ModelConfig:
         _check(self.kind in ("nmt", "lm", "custom"), "model.kind",
                "must be 'nmt', 'lm' or 'custom'", self.kind)
         check_custom(self)
-        _check(self.rnn_impl in ("fused", "loop"), "model.rnn_impl", "must be 'fused' or 'loop'",
-               self.rnn_impl)
+        _check(self.rnn_impl in RNN_IMPLS, "model.rnn_impl",
+               "must be 'fused', 'loop' or 'compiled'", self.rnn_impl)
         for name in ("embed_dim", "hidden_size", "encoder_layers", "decoder_layers"):
             _check(getattr(self, name) >= 1, f"model.{name}", "must be >= 1", getattr(self, name))
         if self.bidirectional and self.kind == "nmt":  # a custom model splits as it likes

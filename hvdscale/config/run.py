@@ -14,6 +14,9 @@ from hvdscale.config.strategy import StrategyConfig
 from hvdscale.errors import ConfigError
 from hvdscale.registry import FRAMEWORKS
 
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+"""The values of ``precision`` (docs/precision.md)."""
+
 
 @dataclass(frozen=True)
 class MeasureConfig:
@@ -139,7 +142,17 @@ class RunConfig:
     """TensorFloat-32 on GPUs (no effect on CPUs): ``off`` makes matmuls and cuDNN's RNNs true
     fp32 (for exactness checks and the fp32 rows of a comparison), ``on`` allows TF32 in both,
     ``default`` keeps the framework's own choice (PyTorch: matmuls off, cuDNN on; TensorFlow:
-    on). The record's ``device.gpu.tf32`` says what was in force."""
+    on). The record's ``device.gpu.tf32`` says what was in force. With ``precision`` fp32 or
+    tf32 it may only agree with it (``default`` follows ``precision``)."""
+    precision: Literal["fp32", "tf32", "bf16", "fp16"] = "fp32"
+    """Compute precision (docs/precision.md). ``fp32``: true fp32 (TF32 off on GPUs);
+    ``tf32``: fp32 with TF32 matmuls (GPU only: refused on a CPU); ``bf16``: autocast to
+    bfloat16; ``fp16``: autocast to float16 with a dynamic loss scaler (on a CPU it runs,
+    slowly, for correctness; refused with ``strategy.name=ps``). Parameters, gradients and
+    the optimizer stay fp32 in every precision (master weights): the strategies get fp32
+    gradients and send what their own settings choose (``strategy.horovod.compression``,
+    ``strategy.ddp.comm_hook``); the record's ``precision`` says both. PyTorch only:
+    TensorFlow refuses all but fp32."""
 
     def __post_init__(self) -> None:
         # The registry's names, in the words a Literal field's check uses.
@@ -149,6 +162,7 @@ class RunConfig:
                "must be 'auto', 'cpu' or 'cuda'", self.device)
         _check(self.tf32 in ("default", "on", "off"), "tf32",
                "must be 'default', 'on' or 'off'", self.tf32)
+        check_precision(self)
         # The frameworks' own data parallelism exists only in its framework.
         _check(self.strategy.name != "ddp" or self.framework == "torch", "strategy.name",
                f"ddp is PyTorch's DistributedDataParallel and needs framework=torch, not "
@@ -165,6 +179,39 @@ class RunConfig:
             _check(bool(self.data.text.tgt), "data.text.tgt",
                    "must name the target-side file for an nmt model", self.data.text.tgt)
         check_ddp_join(self)  # settings DDP's join context would deadlock on
+
+
+def check_precision(cfg: RunConfig) -> None:
+    """Refuse a precision the framework or strategy cannot run, or that ``tf32`` contradicts."""
+    p = cfg.precision
+    _check(p in PRECISIONS, "precision", "must be " + ", ".join(PRECISIONS), p)
+    wants = {"fp32": "off", "tf32": "on"}.get(p)
+    _check(wants is None or cfg.tf32 in ("default", wants), "precision",
+           f"{p} needs tf32=default or tf32={wants}, not tf32={cfg.tf32}", p)
+    if cfg.framework == "tf":
+        _check(p == "fp32", "precision",
+               "with framework=tf must be fp32: Keras' mixed-precision policies act on Keras "
+               "layers, and hvdscale's TensorFlow models are tf.Module code they never reach "
+               "(docs/precision.md)", p)
+        _check(cfg.model.rnn_impl != "compiled", "model.rnn_impl",
+               "compiled is PyTorch's torch.compile; with framework=tf use fused or loop "
+               "(docs/precision.md says why XLA is not offered)", cfg.model.rnn_impl)
+    _check(not (p == "fp16" and cfg.strategy.name == "ps"), "precision",
+           "fp16 with strategy.name=ps is refused: each server updates its own shard, so a "
+           "step skipped for an overflow could not be agreed (use bf16)", p)
+
+
+def check_precision_device(precision: str, device_kind: str) -> None:
+    """Refuse ``precision=tf32`` on a CPU (every rank alike, once its device is resolved)."""
+    _check(precision != "tf32" or device_kind == "cuda", "precision",
+           "tf32 is a GPU tensor-core mode and this rank computes on the CPU (use fp32 or bf16 "
+           "there, or device=cuda on a GPU host)", precision)
+
+
+def tf32_in_force(cfg: RunConfig) -> str:
+    """The ``tf32`` mode the framework is set to: ``precision`` fp32 or tf32 decides it,
+    otherwise the ``tf32`` key (for the matmuls autocast leaves in fp32)."""
+    return {"fp32": "off", "tf32": "on"}.get(cfg.precision, cfg.tf32)
 
 
 def check_launch(cfg: RunConfig, ranks: int, mpi: bool) -> None:

@@ -61,10 +61,11 @@ class Framework(Protocol):
         ...
 
     def make_adapter(self, model_cfg: object, optim_cfg: object, src_vocab: int,
-                     tgt_vocab: int, placement: Placement = ...) -> Adapter:
+                     tgt_vocab: int, placement: Placement = ...,
+                     precision: str = ...) -> Adapter:
         """The run's model and optimizer (``model_cfg``, ``optim_cfg``) for these vocabulary
-        sizes, placed on ``placement`` (the CPU when not given), behind the adapter
-        protocol."""
+        sizes, placed on ``placement`` (the CPU when not given), computing in ``precision``
+        (``RunConfig.precision``, fp32 when not given), behind the adapter protocol."""
         ...
 
     def tensor_sizes(self, model_cfg: object, src_vocab: int,

@@ -27,6 +27,10 @@ optimizer does not read. ``model.builder_path`` (where a custom model's module w
 never part of it: ``model.builder`` and the sha256 of the module's source are, so two different
 models never share an experiment and a changed model is a new one.
 
+``precision`` is part of the identity (a bf16 run is another experiment than an fp32 one, with
+its own tables), but its default ``fp32`` is dropped, as ``tf32: default`` is: the precision of
+records from before the setting, which keep their identity.
+
 An identity splits into the *experiment* (what a table set holds) and the *series* within it:
 ``framework``, ``model.rnn_impl`` and ``strategy`` (with its settings) are compared side by side
 in one report section; any other difference is a different experiment with its own tables.
@@ -95,6 +99,8 @@ def identity(config: Mapping[str, Any]) -> dict[str, Any]:
         _pop(c, key)
     if c.get("tf32") == "default":  # records from before the setting measured the default
         c.pop("tf32")
+    if c.get("precision") == "fp32":  # records from before the setting computed in fp32
+        c.pop("precision")
     _drop_custom_fields(c.get("model"))
     horovod = (c.get("strategy") or {}).get("horovod")
     if isinstance(horovod, dict):
@@ -233,7 +239,9 @@ def differences(configs: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str,
     Returns:
         ``{experiment_id: {"data.batch_size": 8, ...}}``; empty dicts for a single experiment.
     """
-    flat = {eid: _flatten(experiment_of(c)) for eid, c in configs.items()}
+    # fp32, dropped from identities (see identity), is named as such rather than "(unset)".
+    flat = {eid: {"precision": "fp32", **_flatten(experiment_of(c))}
+            for eid, c in configs.items()}
     keys = sorted({k for f in flat.values() for k in f})
     varying = [k for k in keys
                if len({json.dumps(f.get(k, "(unset)"), sort_keys=True) for f in flat.values()})
@@ -262,6 +270,7 @@ def record_key(config: Mapping[str, Any]) -> dict[str, Any]:
             "model": model.get("kind"), "builder": model.get("builder"),
             "framework": c.get("framework"),
             "rnn_impl": model.get("rnn_impl"), "strategy": c.get("strategy", {}).get("name"),
+            "precision": c.get("precision", "fp32"),
             "scaling": data.get("scaling"), "batch_size": data.get("batch_size"),
             "bucketing": data.get("bucketing", {}).get("enabled", False),
             "tokens_per_batch": data.get("bucketing", {}).get("tokens_per_batch", 0),

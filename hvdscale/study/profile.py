@@ -1,4 +1,4 @@
-"""``hvdscale profile``: what one training step executes, fused vs loop RNN.
+"""``hvdscale profile``: what one training step executes, fused vs loop (vs compiled) RNN.
 
 For a config, the model is built twice through the framework's adapter (``rnn_impl`` fused and
 loop), in this one process, and a few training steps (forward, backward, optimizer step) are
@@ -31,12 +31,18 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from hvdscale.config import RunConfig, load_config, to_dict
+from hvdscale.config import RunConfig, load_config, tf32_in_force, to_dict
 from hvdscale.errors import HvdscaleError
 from hvdscale.frameworks.profiling import PHASES, ProfileSteps
 from hvdscale.registry import check_framework
 
 IMPLS = ("fused", "loop")
+"""What every profile compares (a custom model must declare both)."""
+
+
+def impls_of(framework: str) -> tuple[str, ...]:
+    """The implementations profiled: ``IMPLS``, and PyTorch's compiled loop."""
+    return (*IMPLS, "compiled") if framework == "torch" else IMPLS
 NOTES = {"graph_ops": {"fused": 212, "loop": 1522, "ratio": 7.1},
          "kernels": {"fused": 1281, "loop": 37644, "ratio": 29.39}}
 """The seed notes' figures (TensorFlow, cudnn_lstm vs dynamic_rnn, one GPU)."""
@@ -96,9 +102,12 @@ def profile_impl(cfg: RunConfig, steps: int, threads: tuple[int, int],
     fw.set_threads(*threads)
     placement = resolve_device(cfg.device, fw.gpu_count(), 0, 1)  # device=cuda: a GPU or error
     fw.use_device(placement)
-    fw.set_tf32(cfg.tf32)
+    fw.set_tf32(tf32_in_force(cfg))
     batches, src_vocab, tgt_vocab = _batches(cfg)
-    adapter = fw.make_adapter(cfg.model, cfg.optim, src_vocab, tgt_vocab, placement)
+    adapter = fw.make_adapter(cfg.model, cfg.optim, src_vocab, tgt_vocab, placement,
+                              precision=cfg.precision)
+    # A compiled loop compiles first, timed apart (its record's ``compile``), never in a step.
+    compiled = getattr(adapter, "precompile", lambda b: None)(next(batches))
     step = train_step(adapter)
     for _ in range(2):  # warm-up: tracing (TF), allocations, library dispatch
         step(next(batches))
@@ -109,7 +118,7 @@ def profile_impl(cfg: RunConfig, steps: int, threads: tuple[int, int],
         step(b)
         plain.append(time.perf_counter() - t0)
     todo = [next(batches) for _ in range(steps)]
-    return profile_steps(adapter, step, todo, statistics.median(plain))
+    return {**profile_steps(adapter, step, todo, statistics.median(plain)), "compile": compiled}
 
 
 # --- the command -------------------------------------------------------------------------------
@@ -136,6 +145,7 @@ def run_profile(config: str, overrides: list[str] | None = None, steps: int = 2,
         from hvdscale.models.custom import builder_module
 
         declared = tuple(getattr(builder_module(cfg.model), "RNN_IMPLS", ("fused",)))
+        impls_run = tuple(i for i in impls_of(cfg.framework) if i in declared)
         if not set(IMPLS) <= set(declared):
             raise HvdscaleError(f"hvdscale profile compares rnn_impl fused and loop; "
                                 f"model.builder {cfg.model.builder!r} declares "
@@ -150,7 +160,7 @@ def run_profile(config: str, overrides: list[str] | None = None, steps: int = 2,
     started = datetime.now(UTC).isoformat(timespec="seconds")
     load_before = os.getloadavg()
     impls: dict[str, Any] = {}
-    for impl in IMPLS:
+    for impl in impls_run if cfg.model.kind == "custom" else impls_of(cfg.framework):
         c = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, rnn_impl=impl))
         if say:
             say(f"hvdscale profile: {cfg.framework} {impl}, {steps} step(s) after 2 warm-up")
@@ -160,6 +170,8 @@ def run_profile(config: str, overrides: list[str] | None = None, steps: int = 2,
     counts = ("graph_ops", "ops", "kernels", "gpu_kernels")
     ratio = {k: impls["loop"][k] / impls["fused"][k] for k in counts
              if k in impls["fused"] and impls["fused"][k]}
+    compiled = {k: impls["compiled"][k] / impls["fused"][k] for k in counts
+                if "compiled" in impls and k in impls["fused"] and impls["fused"][k]}
     return {
         "schema": 1, "kind": "profile", "status": "ok", "started": started,
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -168,7 +180,8 @@ def run_profile(config: str, overrides: list[str] | None = None, steps: int = 2,
         "threads": {"intra_op": threads[0], "inter_op": threads[1]},
         "loadavg": {"before": list(load_before), "after": list(os.getloadavg())},
         "versions": versions(), "git": git_revision(), "impls": impls,
-        "ratio_loop_fused": ratio, "notes": NOTES, "gpu": _gpu(cfg),
+        "ratio_loop_fused": ratio, "ratio_compiled_fused": compiled, "notes": NOTES,
+        "gpu": _gpu(cfg),
     }
 
 
@@ -203,13 +216,29 @@ def markdown(rec: dict[str, Any]) -> str:
              "Where a step's time goes (profiled steps):", "",
              "|impl|step (s, unprofiled)|step (s, profiled)|RNN|softmax projection|rest|",
              "|:--|--:|--:|--:|--:|--:|"]
-    for impl in IMPLS:
+    for impl in rec["impls"]:
         x = rec["impls"][impl]
         s = x["time_split"]
         lines.append(f"|{impl}|{x['step_s']:.3f}|{x['profiled_step_s']:.3f}|"
                      f"{100 * s['rnn']:.0f}%|{100 * s['softmax']:.0f}%|{100 * s['rest']:.0f}%|")
     lines.append("")
-    return "\n".join(lines)
+    return "\n".join([*lines, *_compiled_lines(rec, ops_key)])
+
+
+def _compiled_lines(rec: dict[str, Any], ops_key: str) -> list[str]:
+    """The compiled loop's counts beside fused (PyTorch; records from before it have none)."""
+    c = rec["impls"].get("compiled")
+    if c is None:
+        return []
+    r = rec.get("ratio_compiled_fused") or {}
+    took = (c.get("compile") or {}).get("compile_s")
+    return ["Compiled loop (torch.compile of the cell; compile time measured apart"
+            + (f": {took:.1f} s" if took is not None else "") + "):", "",
+            "|counted per step|compiled|ratio compiled/fused|", "|:--|--:|--:|",
+            f"|operators|{c[ops_key]:,.0f}|{r.get(ops_key, 0):.1f}|",
+            f"|kernels|{c['kernels']:,.0f}|{r.get('kernels', 0):.1f}|",
+            *([f"|GPU kernels|{c['gpu_kernels']:,.0f}|{r.get('gpu_kernels', 0):.1f}|"]
+              if "gpu_kernels" in c else []), ""]
 
 
 def _phase_table(rec: dict[str, Any]) -> list[str]:
@@ -218,7 +247,7 @@ def _phase_table(rec: dict[str, Any]) -> list[str]:
         return []
     lines = ["Per phase (operators / kernels per step):", "",
              "|impl|forward|backward|update|", "|:--|--:|--:|--:|"]
-    for impl in IMPLS:
+    for impl in rec["impls"]:
         x = rec["impls"][impl]
         cells = [f"{x['ops_by_phase'][p]:,.0f} / {x['kernels_by_phase'][p]:,.0f}"
                  for p in PHASES]

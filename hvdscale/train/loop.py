@@ -7,6 +7,7 @@ A plain function, not a closure inside the runner, so that the benchmarks
 from __future__ import annotations
 
 import collections
+import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -49,6 +50,8 @@ class LoopResult:
     """Summed token loss of the last step (warm-up or measured)."""
     last_tokens: int
     """Loss tokens of that step's batch (0 without one)."""
+    compile: dict[str, float] | None = None
+    """``rnn_impl: compiled``: the compile pass's timings, before the warm-up (None else)."""
 
 
 def train_loop(parts: LoopParts, schedule: Schedule, batches: Iterator[Batch | None],
@@ -64,6 +67,7 @@ def train_loop(parts: LoopParts, schedule: Schedule, batches: Iterator[Batch | N
     taken out), and ends the measured steps when it returns True on every rank; ``on_open()``
     right after the window opens."""
     strategy, adapter, world = parts.strategy, parts.adapter, parts.world
+    compiled, batches = _precompile(parts, batches)
     meter = StepMeter(schedule.warmup_steps)
     parts.progress.begin(schedule.warmup_steps, schedule.steps, schedule.epochs, meter)
     watchdog = StepWatchdog(parts.step_timeout_s, world.rank, lambda: strategy.phase)
@@ -109,7 +113,21 @@ def train_loop(parts: LoopParts, schedule: Schedule, batches: Iterator[Batch | N
     strategy.before_step(schedule.steps + traced)
     parts.progress.phase("gather")
     watchdog.stop()
-    return LoopResult(meter, rss_first, fingerprint, last_loss, last_tokens)
+    return LoopResult(meter, rss_first, fingerprint, last_loss, last_tokens, compiled)
+
+
+def _precompile(parts: LoopParts,
+                batches: Iterator[Batch | None]) -> tuple[dict | None, Iterator[Batch | None]]:
+    """Compile a compiled loop on the first batch, before the warm-up, so its cost is measured
+    apart and never lands in a warm-up or measured step (hvdscale.frameworks.torch.adapter's
+    ``precompile``); the batch is then trained on as usual."""
+    precompile = getattr(parts.adapter, "precompile", None)
+    if precompile is None or not parts.strategy.computes:
+        return None, batches
+    phase("compiling the loop")
+    parts.progress.phase("compiling the loop (timed apart from the warm-up)")
+    first = next(batches)
+    return precompile(first), itertools.chain([first], batches)
 
 
 def _step(parts: LoopParts, watchdog: StepWatchdog, meter: StepMeter, step: int,

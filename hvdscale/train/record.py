@@ -30,7 +30,8 @@ def rank_entry(ctx: RunContext, strategy: Strategy, adapter: Adapter, data: RunD
                 rss_last_mb=current_rss_mb(), fingerprint=done.fingerprint,
                 last_loss=done.last_loss, last_tokens=done.last_tokens,
                 padding_profile=data.plan.padding_profile() if data.plan is not None else None,
-                device=adapter.device_stats(),
+                device=adapter.device_stats(), compile=done.compile,
+                precision=_precision_info(adapter),
                 gpu=ctx.fw.gpu_provenance(ctx.placement) if rank == 0 else None)
     return mine
 
@@ -81,6 +82,7 @@ def build_record(ctx: RunContext, strategy: Strategy, adapter: Adapter, data: Ru
         "final_loss": (sum(r["last_loss"] for r in ranks) / final_tokens
                        if final_tokens else None),
         "fingerprints": [r["fingerprint"] for r in ranks],
+        **_compute_fields(cfg.strategy, ranks),
         "memory": [{"rank": r["rank"], "peak_rss_mb": r["peak_rss_mb"],
                     "rss_first_mb": r["rss_first_mb"], "rss_last_mb": r["rss_last_mb"],
                     "peak_gpu_mem_mb": r["device"]["peak_gpu_mem_mb"]}
@@ -94,6 +96,46 @@ def build_record(ctx: RunContext, strategy: Strategy, adapter: Adapter, data: Ru
                      for r in ranks],
         **summary,
     }
+
+
+def _precision_info(adapter: Adapter) -> dict[str, Any]:
+    """What the adapter computed in (fp32 throughout for an adapter that has no other mode)."""
+    info = getattr(adapter, "precision_info", None)
+    if info is not None:
+        return info()
+    return {"compute": "fp32", "master_weights": "fp32", "grads": "float32", "loss_scaler": None}
+
+
+def _compute_fields(strategy: Any, ranks: list[dict]) -> dict[str, Any]:
+    """The record's ``precision`` (rank 0's, with the strategy's wire dtype) and ``compile``."""
+    return {"precision": {**ranks[0]["precision"], "wire": wire_dtype(to_dict(strategy))},
+            "compile": compile_summary([r["compile"] for r in ranks])}
+
+
+def wire_dtype(strategy: dict[str, Any]) -> str:
+    """The dtype the strategy sends gradients in (its own choice, whatever ``precision`` is):
+    Horovod's ``compression``, DDP's ``comm_hook``; fp32 otherwise."""
+    name = strategy.get("name")
+    if name == "horovod" and (strategy.get("horovod") or {}).get("compression") == "fp16":
+        return "fp16"
+    hook = (strategy.get("ddp") or {}).get("comm_hook", "none") if name == "ddp" else "none"
+    if hook in ("fp16", "bf16"):
+        return hook
+    if hook == "powersgd":
+        return "fp32 (PowerSGD low-rank factors)"
+    return "none (independent replicas)" if name == "independent" else "fp32"
+
+
+def compile_summary(per_rank: list[dict[str, float] | None]) -> dict[str, Any] | None:
+    """The compile pass across ranks (None without a compiled loop): the slowest rank's
+    seconds, which is what the job waited for, and every rank's."""
+    timed = [c for c in per_rank if c]
+    if not timed:
+        return None
+    return {"compile_s": max(c["compile_s"] for c in timed),
+            "first_pass_s": max(c["first_pass_s"] for c in timed),
+            "compiled_pass_s": max(c["compiled_pass_s"] for c in timed),
+            "per_rank_compile_s": [c["compile_s"] if c else None for c in per_rank]}
 
 
 def padding_summary(profiles: list[dict], words: int, slots: int, rnn_impl: str = "loop") -> dict:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.config import NATIVE_STRATEGIES, RunConfig, StrategyConfig, check_launch
+from hvdscale.config.run import check_precision_device, tf32_in_force
 from hvdscale.core import startup
 from hvdscale.core.faults import maybe_fault
 from hvdscale.core.peers import start_peers
@@ -75,7 +76,8 @@ def _run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None, started: s
     gpus = 0 if cfg.device == "cpu" else fw.gpu_count()
     placement = resolve_device(cfg.device, gpus, launch_local_rank(), local_size)
     fw.use_device(placement)
-    fw.set_tf32(cfg.tf32)
+    check_precision_device(cfg.precision, placement.kind)
+    fw.set_tf32(tf32_in_force(cfg))
     startup.mark("imports")
     startup.init_mpi()
     startup.mark("mpi")
@@ -168,7 +170,7 @@ def _train(ctx: RunContext, strategy_cfg: StrategyConfig, out_dir: str | Path,
     optim, optim_used = scaled_optim(cfg.optim, cfg.data.scaling,
                                      getattr(strategy, "num_workers", world.size))
     adapter = ctx.fw.make_adapter(cfg.model, optim, data.src_vocab, data.tgt_vocab,
-                                  ctx.placement)
+                                  ctx.placement, precision=cfg.precision)
     check_same_shapes(cfg.model, adapter, world)
     phase("strategy set-up (initial parameters shared)", waiting=True)
     strategy.setup(adapter)

@@ -66,6 +66,9 @@ def test_profile_counts_more_ops_for_loop_than_fused_torch(kind: str) -> None:
     assert rec["kind"] == "profile" and rec["framework"] == "torch"
     assert lp["ops"] > f["ops"] > 0
     assert rec["ratio_loop_fused"]["ops"] == pytest.approx(lp["ops"] / f["ops"])
+    # The compiled loop (issue 41): fewer operators than the eager loop, compiled apart.
+    comp = rec["impls"]["compiled"]
+    assert 0 < comp["ops"] < lp["ops"] and comp["compile"]["compile_s"] > 0
     # The loop's extra operators are the RNN's, run in Python step by step.
     assert lp["ops_by_part"]["rnn"] > f["ops_by_part"]["rnn"] > 0
     assert f["ops_by_part"]["softmax"] > 0 and f["ops_by_phase"]["backward"] > 0

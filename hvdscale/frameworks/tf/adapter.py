@@ -381,9 +381,10 @@ class TFAdapter:
         return {"sum": float(p.sum()), "l2": float(np.linalg.norm(p))}
 
 
-def make_adapter(model_cfg: ModelConfig, optim_cfg: OptimConfig, src_vocab: int,
-                 tgt_vocab: int, placement: Placement = CPU) -> TFAdapter:
-    """The TensorFlow adapter for a run (see ``hvdscale.frameworks.base.Framework``)."""
+def make_adapter(model_cfg: ModelConfig, optim_cfg: OptimConfig, src_vocab: int, tgt_vocab: int,
+                 placement: Placement = CPU, precision: str = "fp32") -> TFAdapter:
+    """The TensorFlow adapter for a run (see ``hvdscale.frameworks.base.Framework``); fp32 only
+    (``RunConfig`` refuses any other ``precision`` for TensorFlow)."""
     return TFAdapter(model_cfg, optim_cfg, src_vocab, tgt_vocab, placement)
 
 

@@ -12,7 +12,6 @@ are counted in ``copy_s``, apart from any network time. Horovod's PyTorch integr
 
 from __future__ import annotations
 
-import subprocess
 import time
 from typing import Any
 
@@ -25,6 +24,8 @@ from hvdscale.core.device import CPU, Placement
 from hvdscale.errors import HvdscaleError
 from hvdscale.frameworks.embeddings import EmbeddingRows
 from hvdscale.frameworks.torch.build import build, probe
+from hvdscale.frameworks.torch.gpu_info import gpu_provenance
+from hvdscale.frameworks.torch.precision import autocast, loss_scale, loss_scaled, scaler_state
 from hvdscale.frameworks.torch.warmup import warmup_optimizer
 from hvdscale.models import ModelSizes
 from hvdscale.models.custom import check_embeddings
@@ -32,6 +33,7 @@ from hvdscale.strategies.base import Scale
 from hvdscale.strategies.sparse_rows import EmbeddingTable
 
 FRAMEWORK = "torch"
+__all__ = ["FRAMEWORK", "TorchAdapter", "gpu_provenance", "make_adapter", "tensor_sizes"]
 
 
 def set_threads(intra: int, inter: int) -> None:
@@ -62,32 +64,6 @@ def set_tf32(mode: str) -> None:
         torch.backends.cudnn.allow_tf32 = mode == "on"
 
 
-def _driver_version() -> str | None:
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
-        return out.stdout.strip().splitlines()[0] if out.returncode == 0 else None
-    except (OSError, IndexError, subprocess.TimeoutExpired):
-        return None
-
-
-def gpu_provenance(placement: Placement) -> dict[str, Any] | None:
-    """GPU model, count, driver, CUDA, cuDNN and NCCL versions as torch reports them."""
-    if placement.kind != "cuda":
-        return None
-    nccl = None
-    try:
-        v = torch.cuda.nccl.version()
-        nccl = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
-    except Exception:  # torch built without NCCL: the record says None
-        pass
-    return {"model": torch.cuda.get_device_name(placement.index),
-            "count": torch.cuda.device_count(), "driver": _driver_version(),
-            "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
-            "nccl": nccl, "tf32": {"matmul": torch.backends.cuda.matmul.allow_tf32,
-                                   "cudnn": torch.backends.cudnn.allow_tf32}}
-
-
 def make_optimizer(params: list[torch.nn.Parameter], cfg: OptimConfig) -> torch.optim.Optimizer:
     """The run's optimizer over ``params`` (with ``optim.warmup_steps``' ramp: ``warmup``)."""
     return warmup_optimizer(_plain_optimizer(params, cfg), cfg)
@@ -112,8 +88,14 @@ class TorchAdapter:
     framework = FRAMEWORK
 
     def __init__(self, model_cfg: ModelConfig, optim_cfg: OptimConfig, src_vocab: int,
-                 tgt_vocab: int, placement: Placement = CPU) -> None:
+                 tgt_vocab: int, placement: Placement = CPU, precision: str = "fp32") -> None:
         torch.manual_seed(model_cfg.seed)
+        self.precision = precision
+        """``RunConfig.precision``: what the forward pass computes in (hvdscale.frameworks.torch
+        .precision); parameters, gradients and the optimizer stay fp32."""
+        self.rnn_impl = model_cfg.rnn_impl
+        self.compile: dict[str, Any] | None = None
+        """``precompile``'s timings (None until it ran for a compiled loop)."""
         self.placement = placement
         self.device = torch.device(placement.name)
         self._cuda = placement.kind == "cuda"
@@ -154,7 +136,7 @@ class TorchAdapter:
                 p.data = self.flat_params[off : off + k].view_as(p)
                 p.grad = self.flat_grads[off : off + k].view_as(p)
                 off += k
-        self.optimizer = make_optimizer(self.params, optim_cfg)
+        self.optimizer = loss_scaled(make_optimizer(self.params, optim_cfg), precision)
         rows = {"src": src_vocab, "tgt_in": tgt_vocab}
         if model_cfg.kind == "custom":
             check_embeddings(model_cfg, tables, self.param_shapes(), rows)
@@ -218,11 +200,14 @@ class TorchAdapter:
         own work, against which its idle time at the step's synchronisation is measured.
         """
         t0 = time.perf_counter()
-        loss, _ = self.forward_model(**self.tensors(batch))
+        with self._autocast():
+            loss, _ = self.forward_model(**self.tensors(batch))
         t1 = time.perf_counter()
         factor = scale() if callable(scale) else scale
         t2 = time.perf_counter()
-        (loss * factor).backward()
+        # fp16: the loss scale rides on the seed; the optimizer's step takes it out after the
+        # reduction (hvdscale.frameworks.torch.precision). Loss in fp32 before scaling.
+        (loss.float() * (factor * loss_scale(self.optimizer))).backward()
         if self._cuda:
             # The backward's kernels are this rank's work; only the compute stream is waited
             # on, not Horovod's NCCL stream, whose allreduces overlap the backward.
@@ -260,7 +245,7 @@ class TorchAdapter:
         """Summed token loss without gradients."""
         # The module itself, never a strategy's wrapper: one rank evaluates, and a wrapper's
         # forward may issue collectives (DDP's, once its join context was built).
-        with torch.no_grad():
+        with torch.no_grad(), self._autocast():
             loss, _ = self.model(**self.tensors(batch))
         return float(loss)
 
@@ -271,8 +256,9 @@ class TorchAdapter:
         without accumulating into ``.grad``, so the hooks Horovod and DDP put on gradient
         accumulation never run and nothing is communicated (gradient noise scale, issue 33).
         """
-        loss, _ = self.model(**self.tensors(batch))
-        grads = torch.autograd.grad(loss, self.params, allow_unused=True)
+        with self._autocast():
+            loss, _ = self.model(**self.tensors(batch))
+        grads = torch.autograd.grad(loss.float(), self.params, allow_unused=True)
         parts = [torch.zeros(p.numel(), dtype=torch.float64) if g is None
                  else (g.to_dense() if g.is_sparse else g).detach().reshape(-1).double().cpu()
                  for p, g in zip(self.params, grads, strict=True)]
@@ -280,6 +266,34 @@ class TorchAdapter:
 
     def step(self) -> None:
         self.optimizer.step()
+
+    def _autocast(self) -> Any:
+        return autocast(self.precision, self.device.type)
+
+    def precompile(self, batch: Batch | None) -> dict[str, Any] | None:
+        """Compile a ``compiled`` loop before the warm-up, timed apart (None otherwise).
+
+        Two forward+backward passes through the unwrapped module with ``autograd.grad`` (nothing
+        accumulates into ``.grad``, so no strategy hook runs and nothing is communicated): the
+        first compiles, the second runs compiled; ``compile_s`` is their difference.
+        """
+        if self.rnn_impl != "compiled" or batch is None:
+            return None
+        passes = []
+        for _ in range(2):
+            t = time.perf_counter()
+            self.probe_grad(batch)
+            self.synchronize()
+            passes.append(time.perf_counter() - t)
+        self.compile = {"compile_s": passes[0] - passes[1], "first_pass_s": passes[0],
+                        "compiled_pass_s": passes[1]}
+        return self.compile
+
+    def precision_info(self) -> dict[str, Any]:
+        """What the rank computed in: autocast dtype, master weights, gradient dtype, scaler."""
+        return {"compute": self.precision, "master_weights": "fp32",
+                "grads": str(self.flat_grads.dtype).removeprefix("torch."),
+                "loss_scaler": scaler_state(self.optimizer)}
 
     def _stage_out(self, src: torch.Tensor, host: torch.Tensor) -> np.ndarray:
         t = time.perf_counter()
@@ -330,9 +344,10 @@ class TorchAdapter:
 
 
 def make_adapter(model_cfg: ModelConfig, optim_cfg: OptimConfig, src_vocab: int,
-                 tgt_vocab: int, placement: Placement = CPU) -> TorchAdapter:
+                 tgt_vocab: int, placement: Placement = CPU,
+                 precision: str = "fp32") -> TorchAdapter:
     """The PyTorch adapter for a run (see ``hvdscale.frameworks.base.Framework``)."""
-    return TorchAdapter(model_cfg, optim_cfg, src_vocab, tgt_vocab, placement)
+    return TorchAdapter(model_cfg, optim_cfg, src_vocab, tgt_vocab, placement, precision)
 
 
 def tensor_sizes(model_cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> list[tuple[str, int]]:

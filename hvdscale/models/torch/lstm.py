@@ -2,9 +2,11 @@
 
 ``fused`` runs PyTorch's library kernel (``nn.LSTM`` over packed sequences; cuDNN on GPUs, the
 seed notes' cudnn_lstm). ``loop`` runs an explicit per-time-step cell in Python (the seed notes'
-dynamic_rnn). Both hold the same parameters under the same names (``weight_ih_l0``,
-``weight_hh_l0_reverse``, ...; gates in i, f, g, o order), so a state dict moves between them and
-the two give the same outputs and gradients for the same weights.
+dynamic_rnn); ``compiled`` is that loop with its cell compiled by ``torch.compile`` (one fused
+kernel per step for the cell's pointwise work; CUDA graphs on a GPU). All hold the same
+parameters under the same names (``weight_ih_l0``, ``weight_hh_l0_reverse``, ...; gates in i, f,
+g, o order), so a state dict moves between them and they give the same outputs and gradients for
+the same weights (the compiled cell to rounding: its fused kernel may round differently).
 """
 
 from __future__ import annotations
@@ -28,8 +30,39 @@ def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return x.gather(1, idx)
 
 
+def lstm_cell(x_t: torch.Tensor, h: torch.Tensor, c: torch.Tensor, w_hh: torch.Tensor,
+              live: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One time step: new (h, c) and the step's output; rows past their sequence's end keep
+    their state (so the final state is the last real one) and output zeros."""
+    gates = x_t + torch.matmul(h, w_hh.t())
+    i, f, g, o = gates.chunk(4, dim=1)
+    c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    h_new = torch.sigmoid(o) * torch.tanh(c_new)
+    return (torch.where(live, h_new, h), torch.where(live, c_new, c),
+            torch.where(live, h_new, torch.zeros_like(h_new)))
+
+
+_COMPILED: dict[str, object] = {}
+
+
+def compiled_cell(device_type: str) -> object:
+    """``lstm_cell`` compiled once per process and device type (compilation itself is lazy: the
+    first call of each shape pays it). On a GPU, reduce-overhead mode captures CUDA graphs, the
+    point on a GPU being the ~10 kernel launches per step; the CPU has no graphs to capture."""
+    if device_type not in _COMPILED:
+        # Each layer width, grad mode and autocast dtype is one more graph (a 4+4-layer model in
+        # bf16 and fp32 needs more than dynamo's default 8 before it falls back to eager).
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+        mode = "reduce-overhead" if device_type == "cuda" else "default"
+        _COMPILED[device_type] = torch.compile(lstm_cell, mode=mode)
+    return _COMPILED[device_type]
+
+
 class LoopLSTM(nn.Module):
     """LSTM stepping through time in Python; parameters laid out as ``nn.LSTM``'s."""
+
+    compiled = False
+    """Whether the cell runs compiled (``CompiledLoopLSTM``)."""
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int,
                  bidirectional: bool) -> None:
@@ -64,18 +97,14 @@ class LoopLSTM(nn.Module):
         b = getattr(self, f"bias_ih_l{layer}{suffix}") + getattr(self, f"bias_hh_l{layer}{suffix}")
         # The input projection has no time dependency: one GEMM over all steps (the seed notes'
         # "combine GEMMs without data dependencies"); only the recurrent GEMM stays in the loop.
-        x_proj = torch.matmul(x, w_ih.t()) + b
+        # Time-major and contiguous, so each step's slice has the same strides whatever the
+        # sentence length (a compiled cell would otherwise recompile for every length).
+        x_proj = (torch.matmul(x, w_ih.t()) + b).transpose(0, 1).contiguous()
+        cell = compiled_cell(x.device.type) if self.compiled else lstm_cell
         outputs = []
         for t in range(x.shape[1]):
-            gates = x_proj[:, t] + torch.matmul(h, w_hh.t())
-            i, f, g, o = gates.chunk(4, dim=1)
-            c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-            h_new = torch.sigmoid(o) * torch.tanh(c_new)
-            # Past a sequence's end its state is frozen, so the final state is its last real one.
-            live = (t < lengths).unsqueeze(1)
-            h = torch.where(live, h_new, h)
-            c = torch.where(live, c_new, c)
-            outputs.append(torch.where(live, h_new, torch.zeros_like(h_new)))
+            h, c, out = cell(x_proj[t], h, c, w_hh, (t < lengths).unsqueeze(1))
+            outputs.append(out)
         return torch.stack(outputs, dim=1), (h, c)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor,
@@ -102,6 +131,12 @@ class LoopLSTM(nn.Module):
         return inp, (torch.stack(h_n), torch.stack(c_n))
 
 
+class CompiledLoopLSTM(LoopLSTM):
+    """``LoopLSTM`` whose cell runs through ``torch.compile`` (same parameters and names)."""
+
+    compiled = True
+
+
 class FusedLSTM(nn.LSTM):
     """``nn.LSTM`` over packed sequences, so padding never enters the recurrence.
 
@@ -124,9 +159,11 @@ class FusedLSTM(nn.LSTM):
 
 def make_lstm(impl: str, input_size: int, hidden_size: int, num_layers: int,
               bidirectional: bool) -> nn.Module:
-    """An LSTM stack of the given implementation (``fused`` or ``loop``)."""
+    """An LSTM stack of the given implementation (``fused``, ``loop`` or ``compiled``)."""
     if impl == "fused":
         return FusedLSTM(input_size, hidden_size, num_layers, bidirectional)
     if impl == "loop":
         return LoopLSTM(input_size, hidden_size, num_layers, bidirectional)
+    if impl == "compiled":
+        return CompiledLoopLSTM(input_size, hidden_size, num_layers, bidirectional)
     raise ValueError(f"unknown rnn implementation {impl!r}")

@@ -61,6 +61,8 @@ def title(exp: Experiment) -> str:
     extra += ", every batch padded to the max length" if data.get("pad_to") == "max" else ""
     epochs = measure.get("epochs", 0)
     extra += f", {epochs} epoch{'s' if epochs != 1 else ''} per run" if epochs else ""
+    precision = c.get("precision", "fp32")  # issue 41: bf16's tables apart from fp32's
+    extra += f", precision {precision}" if precision != "fp32" else ""
     return (f"{' + '.join(exp.names)}: {model} / {SCALING_LABELS.get(scaling, scaling)}{extra} "
             f"[experiment {exp.id}]")
 
