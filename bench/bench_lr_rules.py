@@ -33,11 +33,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench_quality import _run, _stats, pick_target
-from emit import quiet_label
+from emit import quiet_label  # bench/ is on sys.path when a script runs
 
 from hvdscale.study.lr_rules import Outcome, rule_verdict
 from hvdscale.study.quality import crossing
+from hvdscale.study.time_to_target import pick_target, round_figures, run_to_target
 
 ROOT = Path(__file__).resolve().parents[1]
 MOMENTUM_LR = {"lm": 1.0, "nmt": 1.0}
@@ -73,7 +73,7 @@ def _round(combo: str, rnd: int, args: argparse.Namespace, work: Path) -> list[d
     if task == "nmt":
         sets += [f"data.text.src={work}/gettext/train.en", f"data.text.tgt={work}/gettext/train.de"]
     cap = args.cap_s[task]
-    one = _run(task, fw, strategy, 1, [*sets, "measure.until.metric=loss",
+    one = run_to_target(task, fw, strategy, 1, [*sets, "measure.until.metric=loss",
                                        "measure.until.target=0",
                                        f"measure.until.max_time_s={cap}"], work)
     target = pick_target(one["curve"])
@@ -82,7 +82,7 @@ def _round(combo: str, rnd: int, args: argparse.Namespace, work: Path) -> list[d
     todo = [("strong", "none"), *[("weak", r) for r in rules]]
     k = rnd % len(todo)
     for scaling, rule in todo[k:] + todo[:k]:
-        two = _run(task, fw, strategy, 2, [
+        two = run_to_target(task, fw, strategy, 2, [
             *sets, *rule_sets(rule, task), f"data.scaling={scaling}",
             "measure.until.metric=loss", f"measure.until.target={target}",
             f"measure.until.max_time_s={2 * cap}"], work)
@@ -145,7 +145,7 @@ def _combo_rows(runs: list[dict], rounds: int) -> tuple[list[str], dict[str, Any
             per_rule[label] = outs
         ok = [o for o in outs if o is not None and o.reached]
         effs = [s["eff"] for i, r in mine.items() if i in base and outcome(r).reached
-                for s in [_stats(base[i], r)] if s["eff"] is not None]
+                for s in [round_figures(base[i], r)] if s["eff"] is not None]
         lr = mine[min(mine)]["optim"]
         rows.append(f"| {label} | {lr['lr_used']:g} | {lr['warmup_steps']} | "
                     f"{len(ok)} of {sum(o is not None for o in outs)} | "

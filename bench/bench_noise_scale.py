@@ -20,9 +20,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_quality import _fmt, _run, _stats, pick_target
-from emit import quiet_label
+from emit import quiet_label  # bench/ is on sys.path when a script runs
+
+from hvdscale.study.time_to_target import median_range, pick_target, round_figures, run_to_target
 
 ABOVE, BELOW = 2.0, 0.5
 """Global batch > ABOVE x B_simple: expect the weak gain lost; < BELOW x: expect it kept."""
@@ -37,10 +37,10 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         order = args.batches[rnd % len(args.batches):] + args.batches[:rnd % len(args.batches)]
         for b in order:
             sets = [*common, f"data.batch_size={b}", "measure.until.metric=loss"]
-            one = _run("lm", "torch", "horovod", 1, [
+            one = run_to_target("lm", "torch", "horovod", 1, [
                 *sets, "measure.until.target=0", f"measure.until.max_time_s={args.cap_s}"], work)
             target = pick_target(one["curve"])
-            two = _run("lm", "torch", "horovod", 2, [
+            two = run_to_target("lm", "torch", "horovod", 2, [
                 *sets, "data.scaling=weak", f"measure.until.target={target}",
                 f"measure.until.max_time_s={2 * args.cap_s}"], work)
             runs += [{**one, "round": rnd, "target": target},
@@ -62,9 +62,9 @@ def rows(raw: dict[str, Any]) -> list[dict[str, Any]]:
         out.append({"batch": b,
                     "tokens": [n.get("global_batch_tokens") for n in ns],
                     "b_simple": [n.get("b_simple_tokens") for n in ns],
-                    "eff": [_stats(o, t)["eff"] for o, t in pairs],
+                    "eff": [round_figures(o, t)["eff"] for o, t in pairs],
                     "eff_steps": [None if st["steps_x"] is None else 1.0 / (2.0 * st["steps_x"])
-                                  for st in (_stats(o, t) for o, t in pairs)]})
+                                  for st in (round_figures(o, t) for o, t in pairs)]})
     return out
 
 
@@ -103,8 +103,9 @@ def render(raw: dict[str, Any]) -> str:
            "|--|--|--|--|--|--|--|"]
     for r in rows(raw):
         pred = predicted_eff(r["tokens"], r["b_simple"])
-        out.append(f"| {r['batch']} | {_fmt(r['tokens'], '.0f')} | {_fmt(r['b_simple'], '.0f')} "
-                   f"| {_fmt(r['eff'])} | {_fmt(r['eff_steps'])} | "
+        out.append(f"| {r['batch']} | {median_range(r['tokens'], '.0f')} | "
+                   f"{median_range(r['b_simple'], '.0f')} "
+                   f"| {median_range(r['eff'])} | {median_range(r['eff_steps'])} | "
                    f"{'-' if pred is None else format(pred, '.2f')} | "
                    f"{_verdict(r['tokens'], r['b_simple'])} |")
     return "\n".join(out)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -34,60 +33,16 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.config.model import SCALE_LR_RULES
-from hvdscale.study.quality import crossing
+from hvdscale.study.time_to_target import (
+    TARGET_AT,
+    median_range,
+    pick_target,
+    round_figures,
+    run_to_target,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
-TARGET_AT = 0.6
-"""The target is the 1-rank loss at this fraction of its training time."""
 SURVIVES = 0.9
 QUIET_LOAD = 2.5
-
-
-def _run(task: str, fw: str, strategy: str, np_: int, sets: list[str], work: Path) -> dict:
-    """One ``mpirun -np N hvdscale run``; returns the record plus the load around it."""
-    cfg = ROOT / "configs" / (f"quality_lm_{fw}.yaml" if task == "lm"
-                              else f"quality_nmt_gettext_{fw}.yaml")
-    out = Path(tempfile.mkdtemp(dir=work))
-    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "TF_CPP_MIN_LOG_LEVEL": "2"}
-    xs = [a for k in ("PYTHONPATH",) if k in env for a in ("-x", k)]
-    cmd = ["mpirun", "-np", str(np_), "--oversubscribe", *xs, sys.executable, "-m", "hvdscale",
-           "run", str(cfg), "--out", str(out),
-           *[a for kv in [f"strategy.name={strategy}", *sets] for a in ("--set", kv)]]
-    before = os.getloadavg()[0]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
-    after = os.getloadavg()[0]
-    if proc.returncode != 0:
-        raise SystemExit(f"run failed: {' '.join(cmd)}\n{proc.stderr[-2000:]}")
-    rec = json.loads(Path(out, "results.jsonl").read_text().splitlines()[-1])
-    q = rec["quality"]
-    return {"task": task, "framework": fw, "strategy": strategy, "np": np_,
-            "scaling": rec["config"]["data"]["scaling"],
-            "batch_size": rec["config"]["data"]["batch_size"], "words_per_s": rec["words_per_s"],
-            "load_before": before, "load_after": after, "stop": q["stop"], "steps": q["steps"],
-            "curve": [{k: p[k] for k in ("step", "updates", "words", "train_s", "wall_s",
-                                         "loss") if k in p} for p in q["curve"]],
-            "optim": q["optim"], "floor_loss": q["floor_loss"], "reached": q["reached"],
-            "diverged": q.get("diverged", False), "start_loss": q.get("start_loss"),
-            "noise_scale": {k: v for k, v in (q.get("noise_scale") or {}).items()
-                            if k != "per_point"}}
-
-
-def stopped_at(curve: list[dict], target: float) -> dict | None:
-    """The first evaluation at or below ``target``, where the run stopped (None: never)."""
-    return next((p for p in curve if p["loss"] <= target), None)
-
-
-def _updates(point: dict) -> float:
-    """Updates at a point: warm-up included where the raw file has it (``updates``)."""
-    return point.get("updates", point["step"])
-
-
-def pick_target(curve: list[dict]) -> float:
-    """The 1-rank loss at ``TARGET_AT`` of its training time (the last point before it)."""
-    end = curve[-1]["train_s"]
-    before = [p for p in curve if p["train_s"] <= TARGET_AT * end] or curve[:1]
-    return before[-1]["loss"]
 
 
 def run_bench(args: argparse.Namespace) -> dict[str, Any]:
@@ -96,7 +51,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     common = [f"measure.eval_every={args.eval_every}"]
     if "nmt" in args.tasks:
         subprocess.run([sys.executable, "-m", "hvdscale", "data", "gettext", "--lang", "de",
-                        "--out", str(work / "gettext")], check=True, cwd=ROOT)
+                        "--out", str(work / "gettext")], check=True)
     runs, targets = [], {}
     for rnd in range(args.rounds):
         for task in args.tasks:
@@ -105,14 +60,14 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
             cap = args.cap_s[task]
             for fw in args.frameworks:
                 for strategy in args.strategies:
-                    one = _run(task, fw, strategy, 1, [
+                    one = run_to_target(task, fw, strategy, 1, [
                         *sets, "measure.until.metric=loss", "measure.until.target=0",
                         f"measure.until.max_time_s={cap}"], work)
                     target = pick_target(one["curve"])
                     targets[f"{task}/{fw}/{strategy}/{rnd}"] = target
                     runs.append({**one, "round": rnd, "target": target})
                     for scaling in ("strong", "weak"):  # interleaved: strong, weak
-                        two = _run(task, fw, strategy, 2, [
+                        two = run_to_target(task, fw, strategy, 2, [
                             *sets, f"data.scaling={scaling}", "measure.until.metric=loss",
                             f"measure.until.target={target}",
                             f"measure.until.max_time_s={2 * cap}",
@@ -129,34 +84,6 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
 
 def _row(runs: list[dict], np_: int, scaling: str | None) -> list[dict]:
     return [r for r in runs if r["np"] == np_ and (scaling is None or r["scaling"] == scaling)]
-
-
-def _stats(one: dict, two: dict) -> dict[str, Any]:
-    """Paired figures of one round: time to target (interpolated; and where np=2 stopped),
-    speedups, efficiency, steps growth."""
-    a, b = crossing(one["curve"], one["target"]), crossing(two["curve"], two["target"])
-    stop = stopped_at(two["curve"], two["target"])
-    thr = two["words_per_s"] / one["words_per_s"]
-    out = {"ttt1": a["train_s"] if a else None, "ttt2": b["train_s"] if b else None,
-           "stop2": stop["train_s"] if stop else None,
-           "thr": thr, "speedup": None, "eff": None, "steps_x": None}
-    if a and b:
-        out["speedup"] = a["train_s"] / b["train_s"]
-        out["eff"] = out["speedup"] / thr
-        out["steps_x"] = _updates(b) / _updates(a)
-    return out
-
-
-def _fmt(values: list[float | None], spec: str = ".2f") -> str:
-    """Median (min-max) of the rounds; '-' where a round did not reach the target."""
-    vals = [v for v in values if v is not None]
-    if not vals:
-        return "not reached"
-    med = format(statistics.median(vals), spec)
-    miss = f", {len(values) - len(vals)} not reached" if len(vals) < len(values) else ""
-    if len(vals) == 1:
-        return med + miss
-    return f"{med} ({format(min(vals), spec)}-{format(max(vals), spec)}){miss}"
 
 
 def render(raw: dict[str, Any]) -> str:
@@ -178,7 +105,7 @@ def render(raw: dict[str, Any]) -> str:
                      if o["round"] == t["round"]]
             if not pairs:
                 continue
-            st = [_stats(o, t) for o, t in pairs]
+            st = [round_figures(o, t) for o, t in pairs]
             per_rank = pairs[0][1]["batch_size"] / (2 if scaling == "strong" else 1)
             effs = [s["eff"] for s in st if s["eff"] is not None]
             verdict = "-"
@@ -188,12 +115,14 @@ def render(raw: dict[str, Any]) -> str:
                 elif statistics.median(effs) >= SURVIVES:
                     verdict = "yes"
                 else:
-                    verdict = f"no: steps to target x{_fmt([s['steps_x'] for s in st])}"
-            cells = [task, fw, strategy, _fmt([o["target"] for o, _ in pairs], ".3f"),
-                     _fmt([s["ttt1"] for s in st], ".1f"), scaling, f"{per_rank:g}",
-                     _fmt([s["ttt2"] for s in st], ".1f"), _fmt([s["stop2"] for s in st], ".1f"),
-                     _fmt([s["speedup"] for s in st]),
-                     _fmt([s["thr"] for s in st]), _fmt([s["eff"] for s in st]), verdict]
+                    verdict = f"no: steps to target x{median_range([s['steps_x'] for s in st])}"
+            cells = [task, fw, strategy, median_range([o["target"] for o, _ in pairs], ".3f"),
+                     median_range([s["ttt1"] for s in st], ".1f"), scaling, f"{per_rank:g}",
+                     median_range([s["ttt2"] for s in st], ".1f"),
+                     median_range([s["stop2"] for s in st], ".1f"),
+                     median_range([s["speedup"] for s in st]),
+                     median_range([s["thr"] for s in st]), median_range([s["eff"] for s in st]),
+                     verdict]
             out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
 

@@ -14,6 +14,7 @@ import pytest
 
 from hvdscale.config import load_config, to_dict
 from hvdscale.study.quality import crossing, quality_section, target_loss
+from hvdscale.study.time_to_target import round_figures
 from hvdscale.train.until import UntilTracker
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -146,6 +147,7 @@ def test_the_bench_uses_the_same_interpolation() -> None:
     spec.loader.exec_module(bench)
     one = {"curve": _curve([3.0, 2.0]), "target": 2.0, "words_per_s": 1000.0}
     two = {"curve": _curve([2.2, 1.8]), "target": 2.0, "words_per_s": 2000.0}
-    st = bench._stats(one, two)
+    assert bench.round_figures is round_figures  # the bench's figures are the package's
+    st = round_figures(one, two)
     assert st["ttt1"] == pytest.approx(2.0) and st["ttt2"] == pytest.approx(1.5)
     assert st["stop2"] == pytest.approx(2.0) and st["eff"] == pytest.approx(2 / 3)

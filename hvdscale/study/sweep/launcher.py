@@ -164,6 +164,19 @@ def launcher_prefix(launcher: str, ranks: int, hostfile_path: Path | None = None
     return [*cmd, *launcher_args]
 
 
+def launch_line(launcher: str, ranks: int, program: list[str],
+                hostfile_path: Path | None = None, network_interfaces: str | None = None,
+                launcher_args: tuple[str, ...] = (), env: Mapping[str, str] | None = None
+                ) -> list[str]:
+    """The whole command line that starts ``ranks`` copies of ``program``: the one place a
+    launch line is built (the sweep's points, ``hvdscale commbench``'s and the benches' runs).
+
+    Arguments as ``launcher_prefix``'s; ``program`` is what every rank executes.
+    """
+    return [*launcher_prefix(launcher, ranks, hostfile_path, network_interfaces, launcher_args,
+                             env=env), *program]
+
+
 def launch_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """Environment of the launcher process: unbuffered ranks, root allowed when root."""
     out = dict(os.environ if env is None else env)

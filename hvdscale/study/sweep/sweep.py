@@ -34,7 +34,7 @@ from hvdscale.study.sweep.hostfile import write_hostfile
 from hvdscale.study.sweep.launcher import (
     error_summary,
     launch_env,
-    launcher_prefix,
+    launch_line,
     read_out,
     run_launch,
 )
@@ -100,8 +100,8 @@ def launch_command(spec: SweepSpec, point: Point, hostfile_path: Path | None = N
         hostfile_path: the clean copy of the sweep's hostfile (see ``write_hostfile``).
         env: environment whose variables mpirun forwards with ``-x``.
     """
-    return [*launcher_prefix(spec.launcher, point.ranks, hostfile_path, spec.network_interfaces,
-                             spec.launcher_args, env=env), *run_argv(spec, point)]
+    return launch_line(spec.launcher, point.ranks, run_argv(spec, point), hostfile_path,
+                       spec.network_interfaces, spec.launcher_args, env=env)
 
 
 def _log_base(spec: SweepSpec, point: Point) -> Path:

@@ -1,0 +1,68 @@
+"""One ``hvdscale run`` launched alone, exactly as the sweep launches one of its points.
+
+For scripts that time a config outside a sweep (the benches in bench/): the same launcher line
+(``launch_line``: ``--bind-to none --map-by slot``, the same ``-x`` exports), the same launcher
+environment (``launch_env``), and the record read back with the records reader, so a figure
+measured here and a sweep's figure of the same point are measured under the same rank
+placement.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hvdscale.errors import HvdscaleError
+from hvdscale.study.sweep.launcher import error_summary, launch_env, launch_line, read_out
+
+
+def run_program(config: str | Path, out: str | Path, sets: tuple[str, ...] | list[str] = (),
+                quiet: bool = False) -> list[str]:
+    """The ``hvdscale run`` command every rank executes (the sweep's interpreter and form)."""
+    return [sys.executable, "-m", "hvdscale", "run", str(config), "--out", str(out),
+            *(["--quiet"] if quiet else []), *(a for s in sets for a in ("--set", s))]
+
+
+def single_run_line(ranks: int, config: str | Path, out: str | Path,
+                    sets: tuple[str, ...] | list[str] = (), quiet: bool = False,
+                    launcher_args: tuple[str, ...] = (),
+                    env: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """The launch line and launcher environment of one ``mpirun``-launched run.
+
+    Args:
+        ranks: number of ranks.
+        config: the run's config file.
+        out: its results directory.
+        sets: ``--set`` overrides, in order.
+        quiet: pass ``--quiet`` to the run.
+        launcher_args: extra ``mpirun`` arguments (e.g. ``--oversubscribe``), placed last.
+        env: variables added to this process's environment for the launch (e.g. a
+            ``PYTHONPATH``); mpirun forwards the usual ones with ``-x``.
+    """
+    full = launch_env({**launch_env(), **(env or {})})
+    cmd = launch_line("mpirun", ranks, run_program(config, out, sets, quiet),
+                      launcher_args=launcher_args, env=full)
+    return cmd, full
+
+
+def launch_run(ranks: int, config: str | Path, out: str | Path,
+               sets: tuple[str, ...] | list[str] = (), *, quiet: bool = False,
+               launcher_args: tuple[str, ...] = (), env: Mapping[str, str] | None = None,
+               timeout_s: float = 600, cwd: str | Path | None = None) -> dict[str, Any]:
+    """Launch one run (see ``single_run_line``) and return the record it appended to ``out``.
+
+    Raises:
+        HvdscaleError: the launch failed or wrote no record (with the telling stderr line).
+    """
+    cmd, full = single_run_line(ranks, config, out, sets, quiet, launcher_args, env)
+    before = len(read_out(Path(out)))
+    proc = subprocess.run(cmd, env=full, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout_s, stdin=subprocess.DEVNULL)
+    new = read_out(Path(out))[before:]
+    if proc.returncode != 0 or not new:
+        raise HvdscaleError(f"run of {config} at np={ranks} failed (exit {proc.returncode}): "
+                            f"{error_summary(proc.stderr, stdout=proc.stdout)}")
+    return new[-1]
