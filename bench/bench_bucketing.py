@@ -40,13 +40,15 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+from hvdscale.study.step_flops import FWD_BWD, lstm_flops_per_token
+from hvdscale.study.sweep.single import launch_run
 
 EMBED, HIDDEN, VOCAB = 128, 256, 8000
 LM = ["model.kind=lm", f"model.embed_dim={EMBED}", f"model.hidden_size={HIDDEN}",
@@ -74,17 +76,10 @@ MODES: dict[str, tuple[list[str], tuple[int, ...] | None, bool]] = {
 
 
 def run_point(np_: int, sets: list[str], out: str) -> dict:
-    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "TF_CPP_MIN_LOG_LEVEL": "2"}
-    cmd = ["mpirun", "-np", str(np_), "hvdscale", "run", "configs/demo.yaml", "--out", out]
-    for kv in sets:
-        cmd += ["--set", kv]
     load_before = os.getloadavg()
     # Generous: other workers load this machine, and a loaded pad-to-max loop run is slow.
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
-    if r.returncode != 0:
-        raise SystemExit(f"run failed: {' '.join(cmd)}\n{r.stderr[-3000:]}")
-    rec = json.loads(Path(out, "results.jsonl").read_text().splitlines()[-1])
+    rec = launch_run(np_, "configs/demo.yaml", out, sets, env={"TF_CPP_MIN_LOG_LEVEL": "2"},
+                     timeout_s=3600)
     rec["loadavg_before"], rec["loadavg_after"] = list(load_before), list(os.getloadavg())
     return rec
 
@@ -121,16 +116,17 @@ def rnn_ratio(rec: dict) -> float:
 def model_work_ratio(rec: dict) -> float:
     """Multiply-adds per real token relative to an unpadded batch: the recurrence on the slots
     it runs, the output projection on every padded slot (the embedding is a lookup)."""
-    rnn, proj = macs_per_slot(rec["config"]["model"])
+    rnn, proj = work_per_slot(rec["config"]["model"])
     w = rec["padding"]["window"]
     return (rnn * w["rnn_work_slots"] + proj * w["slots"]) / ((rnn + proj) * w["words"])
 
 
-def macs_per_slot(model: dict) -> tuple[int, int]:
-    """(recurrence, output projection) multiply-adds per token slot of the LM."""
-    h, e, v, layers = model["hidden_size"], model["embed_dim"], model["src_vocab"], \
-        model["encoder_layers"]
-    return sum(4 * h * ((e if i == 0 else h) + h) for i in range(layers)), h * v
+def work_per_slot(model: dict) -> tuple[int, int]:
+    """(recurrence, output projection) training flops per token slot of the LM, as
+    hvdscale.study.step_flops counts them (the LM projects onto ``src_vocab``)."""
+    h = model["hidden_size"]
+    rnn = lstm_flops_per_token(model["embed_dim"], h, model["encoder_layers"])
+    return rnn, FWD_BWD * 2 * h * model["src_vocab"]
 
 
 def work_imbalance(sets: list[str], np_: int) -> dict:
@@ -144,7 +140,7 @@ def work_imbalance(sets: list[str], np_: int) -> dict:
     from hvdscale.core.data import load_corpus
 
     cfg = load_config(Path("configs/demo.yaml"), sets)
-    rnn, proj = macs_per_slot({"hidden_size": cfg.model.hidden_size,
+    rnn, proj = work_per_slot({"hidden_size": cfg.model.hidden_size,
                                "embed_dim": cfg.model.embed_dim,
                                "src_vocab": cfg.model.src_vocab,
                                "encoder_layers": cfg.model.encoder_layers})

@@ -24,13 +24,14 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from emit import emit, paired, words_per_s  # bench/ is on sys.path when a script runs
+
+from hvdscale.study.sweep.single import launch_run
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ("configs/demo.yaml", "configs/commheavy_torch.yaml")
@@ -59,13 +60,8 @@ def variants(config: str, tuned_hvd: str, tuned_ddp: str) -> dict[str, tuple[str
 
 def run_once(config: str, np_: int, sets: tuple[str, ...], out: str) -> dict:
     """One ``mpirun -np N hvdscale run``; returns its record with the load around it."""
-    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-    cmd = ["mpirun", "-np", str(np_), sys.executable, "-m", "hvdscale", "run", config,
-           "--out", out, *[x for s in sets for x in ("--set", s)]]
     before = os.getloadavg()
-    subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True, text=True,
-                   timeout=600)
-    rec = json.loads(Path(out, "results.jsonl").read_text().splitlines()[-1])
+    rec = launch_run(np_, config, out, sets, cwd=ROOT)
     return {"words_per_s": rec["words_per_s"], "step_ms": rec["step_time"]["median"] * 1e3,
             "breakdown": breakdown(rec), "load_before": list(before),
             "load_after": list(os.getloadavg())}

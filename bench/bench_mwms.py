@@ -17,13 +17,14 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from emit import emit, paired, words_per_s  # bench/ is on sys.path when a script runs
+
+from hvdscale.study.sweep.single import launch_run
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = {"independent": ("strategy.name=independent",),
@@ -35,17 +36,11 @@ PAIRS = (("mwms", "horovod"), ("horovod", "independent"), ("mwms", "independent"
 
 def run_once(config: str, np_: int, sets: tuple[str, ...], out: str) -> dict:
     """One ``mpirun -np N hvdscale run`` of the TF model; its figures and the load around it."""
-    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "TF_CPP_MIN_LOG_LEVEL": "2"}
-    cmd = ["mpirun", "-np", str(np_), sys.executable, "-m", "hvdscale", "run", config,
-           "--out", out, "--quiet", "--set", "framework=tf",
-           *[x for s in sets for x in ("--set", s)]]
     before = os.getloadavg()
     t0 = time.monotonic()
-    subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True, text=True,
-                   timeout=600)
+    rec = launch_run(np_, config, out, ["framework=tf", *sets], quiet=True,
+                     env={"TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=ROOT)
     wall = time.monotonic() - t0
-    rec = json.loads(Path(out, "results.jsonl").read_text().splitlines()[-1])
     return {"words_per_s": rec["words_per_s"], "step_ms": rec["step_time"]["median"] * 1e3,
             "wall_s": wall, "strategy": rec["strategy"].get("name"),
             "load_before": list(before), "load_after": list(os.getloadavg())}

@@ -13,7 +13,6 @@ after; the result is labelled quiet only when every load stayed at or below ``--
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -23,6 +22,8 @@ import tempfile
 from pathlib import Path
 
 from emit import emit  # bench/ is on sys.path when a script runs
+
+from hvdscale.study.sweep.single import launch_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,15 +46,10 @@ def export(rev: str, dest: Path) -> Path:
 
 def one_run(tree: Path, args: argparse.Namespace, out: Path) -> dict:
     """One run of the config from ``tree`` (its directory first on the import path)."""
-    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(tree)}
-    cmd = ["mpirun", "-np", str(args.np), "-x", "PYTHONPATH", sys.executable, "-m", "hvdscale",
-           "run", str(Path(args.config).resolve()), "--out", str(out), "--quiet",
-           *(x for s in args.set for x in ("--set", s))]
     before = os.getloadavg()[0]
-    subprocess.run(cmd, cwd=tree, env=env, check=True, capture_output=True, text=True,
-                   timeout=900)
-    rec = json.loads((out / "results.jsonl").read_text().splitlines()[-1])
+    rec = launch_run(args.np, Path(args.config).resolve(), out, args.set, quiet=True,
+                     env={"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(tree)},
+                     timeout_s=900, cwd=tree)
     return {"words_per_s": rec["words_per_s"], "load_before": before,
             "load_after": os.getloadavg()[0]}
 

@@ -9,14 +9,12 @@ step time of each tenth of the run (drift shows as a trend across the tenths).
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 from emit import emit  # bench/ is on sys.path when a script runs
+
+from hvdscale.study.sweep.single import launch_run
 
 
 def main() -> int:
@@ -26,14 +24,10 @@ def main() -> int:
     ap.add_argument("--strategy", default="horovod")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
-    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "TF_CPP_MIN_LOG_LEVEL": "2"}
     with tempfile.TemporaryDirectory() as out:
-        subprocess.run(["mpirun", "-np", "2", "hvdscale", "run", args.config, "--out", out,
-                        "--set", f"measure.steps={args.steps}",
-                        "--set", f"strategy.name={args.strategy}"],
-                       env=env, check=True, timeout=3600)
-        rec = json.loads(Path(out, "results.jsonl").read_text().splitlines()[-1])
+        rec = launch_run(2, args.config, out, [f"measure.steps={args.steps}",
+                                               f"strategy.name={args.strategy}"],
+                         env={"TF_CPP_MIN_LOG_LEVEL": "2"}, timeout_s=3600)
     dec = rec["step_time_deciles"]
     result = {
         "config": args.config, "strategy": args.strategy, "steps": args.steps,

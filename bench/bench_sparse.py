@@ -21,12 +21,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from emit import emit  # bench/ is on sys.path when a script runs
+
+from hvdscale.study.sweep.single import launch_run
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = {
@@ -66,14 +67,9 @@ def one_run(fw: str, name: str, args: argparse.Namespace, out: Path) -> dict:
     cfg = str(ROOT / "configs" / f"bigvocab_{fw}.yaml")
     sets = [*VARIANTS[name], f"measure.steps={args.steps}",
             f"measure.warmup_steps={args.warmup}"]
-    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "TF_CPP_MIN_LOG_LEVEL": "2"}
-    cmd = ["mpirun", "-np", str(args.np), "--oversubscribe", sys.executable, "-m", "hvdscale",
-           "run", cfg, "--out", str(out), "--quiet", *(x for s in sets for x in ("--set", s))]
     before = list(os.getloadavg())
-    subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True, text=True,
-                   timeout=900)
-    rec = json.loads((out / "results.jsonl").read_text().splitlines()[-1])
+    rec = launch_run(args.np, cfg, out, sets, quiet=True, launcher_args=("--oversubscribe",),
+                     env={"TF_CPP_MIN_LOG_LEVEL": "2"}, timeout_s=900, cwd=ROOT)
     st = rec["strategy"]
     workers = len(st["workers"]) if name.startswith("ps") else 1
     if name.startswith("ps"):

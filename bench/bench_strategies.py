@@ -12,27 +12,21 @@ results directory.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 from emit import emit  # bench/ is on sys.path when a script runs
+
+from hvdscale.study.sweep.single import launch_run
 
 STRATEGIES = ("independent", "horovod", "ps")
 
 
 def run_point(config: str, np_: int, strategy: str, out: str, extra: list[str]) -> dict:
-    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "TF_CPP_MIN_LOG_LEVEL": "2"}
-    cmd = ["mpirun", "-np", str(np_), "hvdscale", "run", config, "--out", out,
-           "--set", f"strategy.name={strategy}", *extra]
-    subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, timeout=600)
-    lines = Path(out, "results.jsonl").read_text().splitlines()
-    return json.loads(lines[-1])
+    return launch_run(np_, config, out, [f"strategy.name={strategy}", *extra],
+                      env={"TF_CPP_MIN_LOG_LEVEL": "2"})
 
 
 def main() -> int:
