@@ -26,17 +26,18 @@ import sys
 import time
 from pathlib import Path
 
-from bench_ps_comm import HEAVY  # bench/ is on sys.path when a script runs
-from emit import emit
+from emit import emit  # bench/ is on sys.path when a script runs
 from scratch import scratch_dir
+
+from hvdscale.study.commbench.configs import COMM_HEAVY
+from hvdscale.study.sweep.launcher import launch_env
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED_RATE = 55411.433  # words/s, 1 GPU, cudnn_lstm, seed notes 000_*.txt ("ideal case")
-ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-       "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
-SWEEPS = {"default": [], "comm_heavy": [a for h in HEAVY for a in ("--set", h)]}
-"""The configs swept and predicted: the default one, and bench_ps_comm.py's communication-heavy
-one (``--set`` arguments)."""
+ENV = launch_env({**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+SWEEPS = {"default": [], "comm_heavy": [a for h in COMM_HEAVY for a in ("--set", h)]}
+"""The configs swept and predicted: the default one, and the communication-heavy one
+(``study.commbench.configs.COMM_HEAVY``), as ``--set`` arguments."""
 
 
 def sh(*args: str) -> str:

@@ -77,14 +77,14 @@ def main() -> int:
 
 def _start(cfg: Any) -> Any:
     """Thread settings, then Horovod (its PyTorch integration); returns ``horovod.torch``."""
-    from hvdscale.core.threads import resolve_threads, thread_env
+    from hvdscale.core.threads import export_threads
     from hvdscale.core.world import init_horovod
     from hvdscale.frameworks.torch import set_threads
     from hvdscale.strategies.horovod import horovod_env
 
-    local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))
-    intra, inter = resolve_threads(cfg.threads.intra_op, cfg.threads.inter_op, local)
-    os.environ.update(thread_env(intra, cfg.threads.mpi_yield, local))
+    # As a run does: every launcher's local size; a user's exported mpi_yield kept.
+    intra, inter = export_threads(cfg.threads.intra_op, cfg.threads.inter_op,
+                                  cfg.threads.mpi_yield)
     init_horovod(horovod_env(cfg.strategy.horovod), "horovod.torch")
     import horovod.torch as hvd
 

@@ -153,13 +153,13 @@ def _start(cfg: Any) -> Any:
     TensorFlow's thread pools are sized before Horovod starts: they are fixed by its first op,
     and Horovod's collectives run ops. ``OMPI_MCA_mpi_yield_when_idle`` is exported (by
     ``thread_env``) before MPI starts, as a run does."""
-    from hvdscale.core.threads import resolve_threads, thread_env
+    from hvdscale.core.threads import export_threads
     from hvdscale.core.world import init_horovod
     from hvdscale.strategies.horovod import horovod_env
 
-    local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))
-    intra, inter = resolve_threads(cfg.threads.intra_op, cfg.threads.inter_op, local)
-    os.environ.update(thread_env(intra, cfg.threads.mpi_yield, local))
+    # As a run does: every launcher's local size; a user's exported mpi_yield kept.
+    intra, inter = export_threads(cfg.threads.intra_op, cfg.threads.inter_op,
+                                  cfg.threads.mpi_yield)
     from hvdscale.frameworks import tf as fw
 
     fw.set_threads(intra, inter)

@@ -17,7 +17,6 @@ W x its shard in each direction, so one server moves W times the model.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from typing import Any
@@ -25,10 +24,7 @@ from typing import Any
 import numpy as np
 from emit import emit  # bench/ is on sys.path when a script runs
 
-HEAVY = ["model.kind=nmt", "model.src_vocab=40000", "model.tgt_vocab=40000",
-         "model.embed_dim=128", "model.hidden_size=128", "data.batch_size=4",
-         "data.synthetic.max_len=8", "data.synthetic.mean_len=5",
-         "data.synthetic.sentences_per_rank=64", "optim.name=sgd"]
+from hvdscale.study.commbench.configs import COMM_HEAVY
 
 
 def pingpong(comm, nbytes: int, reps: int) -> float:
@@ -68,10 +64,11 @@ def main() -> int:
     ap.add_argument("--json", default="")
     args = ap.parse_args()
 
-    from hvdscale.core.threads import thread_env
+    from hvdscale.core.threads import export_threads
 
-    local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))
-    os.environ.update(thread_env(1, "auto", local))
+    # One compute thread per rank, as a run with threads.intra_op=1 sets it (every launcher's
+    # local size; a user's exported mpi_yield kept).
+    export_threads(1, 0, "auto")
     import torch  # noqa: F401  (torch loads before mpi4py, as in a run)
     from mpi4py import MPI
 
@@ -83,7 +80,7 @@ def main() -> int:
     comm = MPI.COMM_WORLD
     world = MPIWorld()
     n = comm.size
-    cfg0 = load_config(None, HEAVY)
+    cfg0 = load_config(None, list(COMM_HEAVY))
     model_bytes = TorchAdapter(cfg0.model, cfg0.optim, 40000, 40000).num_params * 4
     alpha = pingpong(comm, 8, 200)
     big = pingpong(comm, model_bytes, 10)
@@ -115,7 +112,7 @@ def ps_row(placement: str, servers: int, comm: Any, world: Any, steps: int, alph
     from hvdscale.frameworks.torch import TorchAdapter
     from hvdscale.strategies.param_server import ParameterServer
 
-    cfg = load_config(None, [*HEAVY, "strategy.name=ps", f"strategy.ps.placement={placement}",
+    cfg = load_config(None, [*COMM_HEAVY, "strategy.name=ps", f"strategy.ps.placement={placement}",
                              f"strategy.ps.num_servers={servers}"])
     ps = ParameterServer(cfg.strategy.ps, world)
     adapter = TorchAdapter(cfg.model, cfg.optim, 40000, 40000)

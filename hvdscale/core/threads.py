@@ -46,3 +46,22 @@ def thread_env(intra: int, mpi_yield: str, local_size: int) -> dict[str, str]:
     elif mpi_yield == "off":
         env["OMPI_MCA_mpi_yield_when_idle"] = "0"
     return env
+
+
+def export_threads(intra_op: int, inter_op: int, mpi_yield: str,
+                   local_size: int | None = None) -> tuple[int, int]:
+    """Resolve a run's thread counts and export the settings they imply, as a run does before
+    its libraries load; returns (intra-op, inter-op) threads.
+
+    ``local_size`` defaults to what the launcher states (``launch_local_size``, every
+    launcher's variable). An ``OMPI_MCA_mpi_yield_when_idle`` the user exported wins over
+    ``mpi_yield=auto``; ``on``/``off`` are the config's explicit word and win over it.
+    """
+    local = launch_local_size() if local_size is None else local_size
+    intra, inter = resolve_threads(intra_op, inter_op, local)
+    for k, v in thread_env(intra, mpi_yield, local).items():
+        if k != "OMPI_MCA_mpi_yield_when_idle" or mpi_yield != "auto":
+            os.environ[k] = v
+        else:
+            os.environ.setdefault(k, v)
+    return intra, inter

@@ -20,7 +20,7 @@ from hvdscale.core.faults import maybe_fault
 from hvdscale.core.peers import start_peers
 from hvdscale.core.progress import ProgressReport
 from hvdscale.core.supervise import current_state, phase, start_deadline, stop_deadline
-from hvdscale.core.threads import launch_local_size, resolve_threads, thread_env
+from hvdscale.core.threads import export_threads, launch_local_size
 from hvdscale.core.world import World, is_gloo_launch, launch_rank, make_world
 from hvdscale.records.startup import summarize_startup
 from hvdscale.records.store import append_record, check_writable
@@ -138,15 +138,8 @@ def _check_gpu_sharing(cfg: RunConfig, world: World, placement: Any,
 
 def _export_threads(cfg: RunConfig, local_size: int) -> tuple[int, int]:
     """Resolve the intra/inter-op thread counts and export the thread settings they imply."""
-    intra, inter = resolve_threads(cfg.threads.intra_op, cfg.threads.inter_op, local_size)
-    env = thread_env(intra, cfg.threads.mpi_yield, local_size)
-    # A value the user exported explicitly wins over auto.
-    for k, v in env.items():
-        if k != "OMPI_MCA_mpi_yield_when_idle" or cfg.threads.mpi_yield != "auto":
-            os.environ[k] = v
-        else:
-            os.environ.setdefault(k, v)
-    return intra, inter
+    return export_threads(cfg.threads.intra_op, cfg.threads.inter_op, cfg.threads.mpi_yield,
+                          local_size)
 
 
 def _train(ctx: RunContext, strategy_cfg: StrategyConfig, out_dir: str | Path,
