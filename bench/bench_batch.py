@@ -19,6 +19,8 @@ from pathlib import Path
 
 from emit import emit  # bench/ is on sys.path when a script runs
 
+from hvdscale.study.sweep.launcher import launch_env
+
 
 def main() -> int:
     ap = argparse.ArgumentParser()
@@ -27,8 +29,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--json", default="")
     args = ap.parse_args()
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "OMPI_ALLOW_RUN_AS_ROOT": "1",
-           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    env = launch_env({**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     with tempfile.TemporaryDirectory(prefix="bench-batch-") as out:
         cmd = [sys.executable, "-m", "hvdscale", "batch", args.config, "--batch", args.batch,
                "--set", "measure.warmup_steps=3", "--set", f"measure.steps={args.steps}",

@@ -16,8 +16,9 @@ import statistics
 import sys
 import tempfile
 
-from bench_strategies import run_point  # bench/ is on sys.path when a script runs
-from emit import emit
+from emit import emit  # bench/ is on sys.path when a script runs
+
+from hvdscale.study.sweep.single import launch_run
 
 # (label, ranks, strategy, --set overrides)
 VARIANTS = [
@@ -45,8 +46,8 @@ def main() -> int:
         for r in range(args.repeats):
             k = r % len(VARIANTS)
             for label, n, strategy, sets in VARIANTS[k:] + VARIANTS[:k]:
-                extra = [x for kv in [*args.set, *sets] for x in ("--set", kv)]
-                rec = run_point(args.config, n, strategy, out, extra)
+                rec = launch_run(n, args.config, out, [f"strategy.name={strategy}", *args.set,
+                                                       *sets], env={"TF_CPP_MIN_LOG_LEVEL": "2"})
                 wps[label].append(rec["words_per_s"])
                 step_ms[label].append(rec["step_time"]["median"] * 1e3)
                 print(f"repeat {r + 1}/{args.repeats} {label:34s} "

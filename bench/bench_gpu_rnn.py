@@ -18,7 +18,6 @@ sizes: they run ``--cpu-steps`` measured steps (default 3) after 1 warm-up step.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -26,8 +25,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from emit import emit
+from emit import emit  # bench/ is on sys.path when a script runs
+
+from hvdscale.study.sweep.launcher import read_out
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED_RATIO = 43398 / 55411
@@ -44,7 +44,7 @@ def point(device: str, impl: str, extra: list[str]) -> dict:
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"bench_gpu_rnn: {device}/{impl} failed:\n{r.stderr[-3000:]}")
-    return json.loads((Path(out) / "results.jsonl").read_text().splitlines()[-1])
+    return read_out(Path(out))[-1]
 
 
 def main() -> int:

@@ -24,6 +24,8 @@ from pathlib import Path
 
 from emit import emit, paired, quiet_label  # bench/ is on sys.path when a script runs
 
+from hvdscale.study.sweep.launcher import read_out
+
 IMPLS = ("fused", "loop", "compiled")
 PRECISIONS = ("fp32", "bf16")
 RANKS = (1, 2)
@@ -40,8 +42,7 @@ def _sweep(config: str, out: str, precision: str, impl: str, rounds: int) -> Non
 def _launches(out: str) -> list[dict]:
     """Every ok record of the results directory, as the raw file keeps it."""
     rows = []
-    for line in Path(out, "results.jsonl").read_text().splitlines():
-        rec = json.loads(line)
+    for rec in read_out(Path(out)):
         if rec.get("status") != "ok":
             continue
         name = rec["name"]

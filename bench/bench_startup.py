@@ -28,8 +28,9 @@ from pathlib import Path
 
 from emit import emit, paired, quiet_label  # bench/ is on sys.path when a script runs
 
+from hvdscale.study.sweep.launcher import launch_env, launch_line, read_out
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 FLOOR = "import torch, horovod.torch as hvd; hvd.init()"
 OPTIM = FLOOR + "; torch.optim.SGD(torch.nn.Linear(1, 1).parameters(), lr=0.1)"
 """The floor plus one optimizer: any torch optimizer imports torch._dynamo (torch's own
@@ -40,14 +41,12 @@ GOAL_RATIO, GOAL_BETWEEN_S, GOAL_DOCTOR_S = 1.2, 1.0, 10.0
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "OMPI_ALLOW_RUN_AS_ROOT": "1",
-            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return launch_env({**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"})
 
 
-def _prefix(np_: int) -> list[str]:
-    from hvdscale.study.sweep.launcher import launcher_prefix
-
-    return launcher_prefix("mpirun", np_, env={})
+def _line(np_: int, program: list[str]) -> list[str]:
+    """A sweep point's launch line around ``program`` (no ``-x``: one host, env inherited)."""
+    return launch_line("mpirun", np_, program, env={})
 
 
 def _timed(cmd: list[str]) -> float:
@@ -60,15 +59,15 @@ def _timed(cmd: list[str]) -> float:
 
 def one_round(k: int, np_: int, out: Path) -> dict:
     """The floor and the run at ``np_``, in an order that alternates with ``k``."""
-    cmds = {"floor": [*_prefix(np_), sys.executable, "-c", FLOOR],
-            "floor_optim": [*_prefix(np_), sys.executable, "-c", OPTIM],
-            "hvdscale": [*_prefix(np_), sys.executable, "-m", "hvdscale", "run",
-                         "configs/demo.yaml", *TINY, "--quiet", "--out", str(out)]}
+    cmds = {"floor": _line(np_, [sys.executable, "-c", FLOOR]),
+            "floor_optim": _line(np_, [sys.executable, "-c", OPTIM]),
+            "hvdscale": _line(np_, [sys.executable, "-m", "hvdscale", "run", "configs/demo.yaml",
+                                    *TINY, "--quiet", "--out", str(out)])}
     row: dict = {"round": k, "np": np_, "load": os.getloadavg()[0]}
     order = ["floor", "floor_optim", "hvdscale"]
     for name in (order if k % 2 == 0 else order[::-1]):
         row[f"{name}_s"] = _timed(cmds[name])
-    rec = json.loads((out / "results.jsonl").read_text().splitlines()[-1])
+    rec = read_out(out)[-1]
     row["startup_max_s"], row["startup_total_s"] = (rec["startup"]["max_s"],
                                                     rec["startup"]["total_max_s"])
     return row

@@ -24,8 +24,9 @@ from hvdscale.study.sweep.single import launch_run
 STRATEGIES = ("independent", "horovod", "ps")
 
 
-def run_point(config: str, np_: int, strategy: str, out: str, extra: list[str]) -> dict:
-    return launch_run(np_, config, out, [f"strategy.name={strategy}", *extra],
+def run_point(config: str, np_: int, strategy: str, out: str, sets: list[str]) -> dict:
+    """One launch of ``config`` with ``strategy``, as a sweep launches its point; its record."""
+    return launch_run(np_, config, out, [f"strategy.name={strategy}", *sets],
                       env={"TF_CPP_MIN_LOG_LEVEL": "2"})
 
 
@@ -37,7 +38,6 @@ def main() -> int:
     ap.add_argument("--set", action="append", default=[])
     ap.add_argument("--json", default="")
     args = ap.parse_args()
-    extra = [x for kv in args.set for x in ("--set", kv)]
     wps: dict[str, list[float]] = {s: [] for s in STRATEGIES}
     step_ms: dict[str, list[float]] = {s: [] for s in STRATEGIES}
     launches: list[dict] = []
@@ -48,7 +48,7 @@ def main() -> int:
                 # The load around every launch (os.getloadavg() triples), so emit's quiet label
                 # rests on the run itself, not on one reading at the end.
                 before = list(os.getloadavg())
-                rec = run_point(args.config, args.np, s, out, extra)
+                rec = run_point(args.config, args.np, s, out, args.set)
                 launches.append({"repeat": r, "strategy": s, "words_per_s": rec["words_per_s"],
                                  "load_before": before, "load_after": list(os.getloadavg())})
                 wps[s].append(rec["words_per_s"])
