@@ -33,20 +33,25 @@ from emit import emit  # bench/ is on sys.path when a script runs
 from scratch import scratch_dir
 
 from hvdscale.study import fusion, fusion_report
+from hvdscale.study.fusion_settings import HOROVOD_DEFAULT, Setting
 from hvdscale.study.recommend import paired_ratios, recommend
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ("configs/commheavy_torch.yaml", "configs/demo.yaml")
 # A small grid: fusion off and Horovod's defaults (1 ms), a slower cycle with full fusion, and
 # one allreduce after backward at both cycle times.
-THRESHOLDS, CYCLES = "0,128", "1,5"
+THRESHOLDS, CYCLES = f"0,{HOROVOD_DEFAULT[0]:g}", f"{HOROVOD_DEFAULT[1]:g},5"
+DEFAULTS_LABEL = Setting(*HOROVOD_DEFAULT).label
+"""The grid point at Horovod's defaults ("128MB/1ms/hooks")."""
+OFF_LABEL = Setting(0.0, HOROVOD_DEFAULT[1]).label
+"""The grid point with fusion off at the default cycle ("0MB/1ms/hooks")."""
 
 
 def summarize(res: dict, np_: int) -> dict:
     """The side-by-side rows of one config: off, defaults, autotune, best, independent."""
     rows = {r["kind"] if r["kind"] != "grid" else r["label"]: r for r in res["table"]}
-    defaults = rows.get("128MB/1ms/hooks") or rows.get("defaults")
-    off = rows.get("0MB/1ms/hooks") or rows.get("off")
+    defaults = rows.get(DEFAULTS_LABEL) or rows.get("defaults")
+    off = rows.get(OFF_LABEL) or rows.get("off")
     pick = {"fusion off": off, "Horovod defaults": defaults, "autotune's choice":
             rows.get("autotune"), "sweep's best": res["best"],
             "independent": rows.get("independent")}
@@ -99,8 +104,7 @@ def main() -> int:
     if args.render:
         print(render(json.loads(Path(args.render).read_text())), end="")
         return 0
-    os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-    os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    # (The sweep's launch_env allows root for the launches.)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.fresh and args.work:
         shutil.rmtree(args.work, ignore_errors=True)
@@ -118,7 +122,7 @@ def main() -> int:
         res = fusion.run_fusion(spec, lambda s: print(s, file=sys.stderr, flush=True))
         md = fusion_report.write_outputs(res, out, f"Fusion sweep: {name} at np={args.np}")
         print(md, file=sys.stderr)
-        defaults_row = next((r for r in res["table"] if r["label"] == "128MB/1ms/hooks"), None)
+        defaults_row = next((r for r in res["table"] if r["label"] == DEFAULTS_LABEL), None)
         best_label = res["best"]["label"] if res["best"] else None
         best_row = next((r for r in res["table"] if r["label"] == best_label), None)
         result = {"config": config, "np": args.np, "repeats": args.repeats,
@@ -150,7 +154,7 @@ def render(raw: dict) -> str:
     its launches; then the recommendation, recomputed from the rounds."""
     rows = raw["table"]
     ref = next((r["label"] for r in rows if r["kind"] == "grid" and
-                (r["threshold_mb"], r["cycle_ms"], r["overlap"]) == (128.0, 1.0, "hooks")), None)
+                (r["threshold_mb"], r["cycle_ms"], r["overlap"]) == HOROVOD_DEFAULT), None)
     rec = recommend({r["label"]: r["words_per_s_all"] for r in rows
                      if r["kind"] != "independent"}, ref or "Horovod's defaults")
     loads = [x for r in rows for x in _one_minute_loads(r)] + [
@@ -186,8 +190,7 @@ def _timeline(out: Path, row: dict | None) -> dict | None:
     from hvdscale.records.store import read_records
 
     def setting(h: dict) -> tuple:
-        t, c = h["fusion_threshold_mb"], h["cycle_time_ms"]
-        return (128.0 if t is None else t, 1.0 if c is None else c, h["overlap"])
+        return Setting(h["fusion_threshold_mb"], h["cycle_time_ms"], h["overlap"]).effective()
 
     want = (row["threshold_mb"], row["cycle_ms"], row["overlap"])
     meds = [r["strategy"]["timeline"]["summary"]["median"] | {
