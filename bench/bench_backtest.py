@@ -14,10 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hvdscale.study.predict.backtest import plot, render_summary, run_backtest
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from emit import emit  # bench/ is on sys.path when a script runs
 from scratch import scratch_dir
 
+from hvdscale.records.store import results_path
 from hvdscale.study.commbench.configs import COMM_HEAVY
 from hvdscale.study.sweep.launcher import launch_env
 
@@ -86,7 +87,7 @@ def main() -> int:
             (out / "commbench" / "commbench.json").read_text())
         for name in SWEEPS:
             where.with_name(f"comm_model_{name}.jsonl").write_text(
-                (out / f"sweep_{name}" / "results.jsonl").read_text())
+                results_path(out / f"sweep_{name}").read_text())
     return 0
 
 
@@ -130,7 +131,7 @@ def _validation(args: argparse.Namespace, out: Path, load: dict) -> dict:
     validation = {}
     for name, sets in SWEEPS.items():
         res_dir = out / f"sweep_{name}"
-        if not (args.reuse and (res_dir / "results.jsonl").exists()):
+        if not (args.reuse and results_path(res_dir).exists()):
             sh("sweep", "configs/demo.yaml", "--np", "1,2", "--strategies", "horovod,ps",
                "--out", str(res_dir), "--no-plot", "--redo", *measure, *sets)
         load[f"after_sweep_{name}"] = list(os.getloadavg())

@@ -35,6 +35,7 @@ from scratch import scratch_dir
 from hvdscale.study import fusion, fusion_report
 from hvdscale.study.fusion_settings import HOROVOD_DEFAULT, Setting
 from hvdscale.study.recommend import paired_ratios, recommend
+from hvdscale.study.sweep.launcher import read_out
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ("configs/commheavy_torch.yaml", "configs/demo.yaml")
@@ -187,8 +188,6 @@ def _timeline(out: Path, row: dict | None) -> dict | None:
     """Median timeline figures of a point's launches (from its records)."""
     if row is None:
         return None
-    from hvdscale.records.store import read_records
-
     def setting(h: dict) -> tuple:
         return Setting(h["fusion_threshold_mb"], h["cycle_time_ms"], h["overlap"]).effective()
 
@@ -196,7 +195,7 @@ def _timeline(out: Path, row: dict | None) -> dict | None:
     meds = [r["strategy"]["timeline"]["summary"]["median"] | {
                 "cycle_gap_ms": r["strategy"]["timeline"]["summary"]["cycles"]["median_gap_ms"],
                 "buffer_bytes_max": r["strategy"]["timeline"]["summary"]["buffers"]["max_bytes"]}
-            for r in read_records(out / "results.jsonl")
+            for r in read_out(out)
             if r.get("status") == "ok" and r.get("strategy", {}).get("timeline")
             and r["strategy"]["timeline"].get("summary")
             and r["config"]["strategy"]["name"] == "horovod"
