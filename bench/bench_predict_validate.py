@@ -28,14 +28,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from scratch import scratch_dir  # bench/ is on sys.path when a script runs
+
+from hvdscale.records.store import read_records
+from hvdscale.study.predict.ownfit import fit_records
+from hvdscale.study.report.decompose import baseline, per_step
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from scratch import scratch_dir  # noqa: E402  (bench/ is on sys.path when a script runs)
-
-from hvdscale.records.store import read_records  # noqa: E402
-from hvdscale.study.predict.ownfit import fit_records  # noqa: E402
-from hvdscale.study.report.decompose import baseline, per_step  # noqa: E402
 
 CONFIGS = ("configs/demo.yaml", "configs/commheavy_torch.yaml")
 STRATEGIES = "horovod,ps,independent"
@@ -121,7 +120,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every round: both configs swept on the two hosts, load recorded, fitted, compared."""
     from hvdscale.config import load_config
     from hvdscale.study.predict.inputs import reduced_bytes_per_step
-    from tests.integration.cluster import (
+    from hvdscale.testbed.netns import (  # the same hosts the tests make
+        TwoHosts,
         host_pair,
         remove_hosts,
         sh,
@@ -130,7 +130,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         sshd_privsep,
         veth_hosts,
     )
-    from tests.integration.test_netns import TwoHosts  # the same hosts the tests make
 
     work = scratch_dir(args.work, "hvdscale-predict-validate-")
     h = TwoHosts(work, str(os.getpid() % 10000))

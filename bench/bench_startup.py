@@ -82,7 +82,7 @@ def sweep_timing(out: Path) -> list[dict]:
 
 def doctor_nodns(tmp: Path) -> dict:
     """``hvdscale doctor``'s wall time on the simulated machine without network."""
-    from tests.integration.nodns import nodns_argv
+    from hvdscale.testbed.nodns import nodns_argv
 
     load = os.getloadavg()[0]
     s = _timed(nodns_argv(tmp, f"cd {ROOT} && {sys.executable} -m hvdscale doctor >/dev/null"))

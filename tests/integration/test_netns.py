@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cluster import (
-    host_pair,
+from hvdscale.testbed.netns import (
+    TwoHosts,
     remove_hosts,
     sh,
     ssh_keys,
@@ -36,24 +36,6 @@ TINY = ["--set", "measure.warmup_steps=1", "--set", "measure.steps=3",
         "--set", "data.synthetic.sentences_per_rank=64"]
 
 pytestmark = pytest.mark.slow
-
-
-class TwoHosts:
-    """Addresses, names and paths of the two namespace hosts."""
-
-    def __init__(self, tmp: Path, tag: str) -> None:
-        self.tmp = tmp
-        pair = host_pair(tag, "hvdscale", "hvs", "hvd", 200)  # test_slurm_multinode: 150
-        self.ns, self.veth, self.addr, self.names = (pair[k] for k in ("ns", "veth", "addr",
-                                                                       "names"))
-        self.ssh_config = tmp / "ssh_config"
-
-    def in_first(self, script: str) -> list[str]:
-        """A shell command run as host a: its namespace, hostname and ssh client config."""
-        return ["ip", "netns", "exec", self.ns[0], "unshare", "--uts", "--mount", "--propagation",
-                "private", "sh", "-c",
-                f"mount --bind {self.ssh_config} /etc/ssh/ssh_config && "
-                f"hostname {self.names[0]} && {script}"]
 
 
 @pytest.fixture(scope="module")

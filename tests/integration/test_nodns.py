@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.nodns import LOOKUP_S, TX, nodns_argv, tx_packets
+from hvdscale.testbed.nodns import LOOKUP_S, TX, nodns_argv, tx_packets
 from tests.integration.system_deps import ensure_system_deps
 
 ROOT = Path(__file__).resolve().parents[2]

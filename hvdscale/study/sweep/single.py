@@ -9,6 +9,7 @@ placement.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -21,9 +22,11 @@ from hvdscale.study.sweep.launcher import error_summary, launch_env, launch_line
 
 def run_program(config: str | Path, out: str | Path, sets: tuple[str, ...] | list[str] = (),
                 quiet: bool = False) -> list[str]:
-    """The ``hvdscale run`` command every rank executes (the sweep's interpreter and form)."""
-    return [sys.executable, "-m", "hvdscale", "run", str(config), "--out", str(out),
-            *(["--quiet"] if quiet else []), *(a for s in sets for a in ("--set", s))]
+    """The ``hvdscale run`` command every rank executes, in the sweep's form (``run_argv``:
+    this interpreter, the overrides, then ``--out``)."""
+    return [sys.executable, "-m", "hvdscale", "run", str(config),
+            *(a for s in sets for a in ("--set", s)), *(["--quiet"] if quiet else []),
+            "--out", str(out)]
 
 
 def single_run_line(ranks: int, config: str | Path, out: str | Path,
@@ -42,10 +45,11 @@ def single_run_line(ranks: int, config: str | Path, out: str | Path,
         env: variables added to this process's environment for the launch (e.g. a
             ``PYTHONPATH``); mpirun forwards the usual ones with ``-x``.
     """
-    full = launch_env({**launch_env(), **(env or {})})
+    given = {**os.environ, **(env or {})}
+    # Exports judged on the environment as given, as the sweep judges them (launch_command).
     cmd = launch_line("mpirun", ranks, run_program(config, out, sets, quiet),
-                      launcher_args=launcher_args, env=full)
-    return cmd, full
+                      launcher_args=launcher_args, env=given)
+    return cmd, launch_env(given)
 
 
 def launch_run(ranks: int, config: str | Path, out: str | Path,
