@@ -4,8 +4,8 @@ Run from the repository root: ``python bench/bench_comm_model.py [--json bench/r
 In one run (about 6-8 minutes on a loaded 2-core machine):
 
 1. ``hvdscale commbench --np 2`` (every transport, 4 B..256 MB) into ``--out``/commbench;
-2. sweeps of the default config (``configs/demo.yaml``) and of bench_ps_comm.py's
-   communication-heavy config at np=1 and np=2 for horovod and ps;
+2. sweeps of the default config (``configs/demo.yaml``) and of the
+   communication-heavy config (study/commbench/configs.py) at np=1 and np=2 for horovod and ps;
 3. ``hvdscale predict`` for each with ``--comm`` and ``--records``: predicted vs measured
    words/s per point;
 4. the seed notes' NMT configuration (``configs/nmt_torch.yaml``) predicted at 8, 64 and 512

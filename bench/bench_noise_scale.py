@@ -1,7 +1,7 @@
 """Gradient noise scale vs statistical efficiency (issue 33) on the Markov LM, torch, horovod.
 
 Per round and per-rank batch size (sentences; ~20 tokens each): an np=1 run to its time cap
-(target: its loss at 60% of the cap, bench_quality's rule), then an np=2 weak run to that
+(target: its loss at 60% of the cap, study/time_to_target's rule), then an np=2 weak run to that
 target; each np=2 run records B_simple (hvdscale.train.noise_scale, tokens) and its global
 batch in tokens. Rounds rotate the batch order; load is recorded around every run.
 

@@ -2,7 +2,7 @@
 independent on two configs, fit on n <= 2, predict n = 3 and 4, compare with the measurement.
 
 The ranks run on two hosts made on this machine (network namespaces joined by a veth pair, sshd
-in each: tests/integration/cluster.py), two slots each, so np = 3 and 4 span both hosts; both
+in each: hvdscale/testbed/netns.py), two slots each, so np = 3 and 4 span both hosts; both
 "hosts" share this machine's cores, so points with more rank threads than cores are named
 ``oversubscribed`` in the raw file. Rounds are interleaved: each round sweeps every config,
 strategy and n once (the sweep's order: n-major, strategies alternating), and the 1-minute load

@@ -8,7 +8,7 @@ same launcher line the sweep uses, in alternating order; wall time from spawn to
 the 1-minute load before each pair, and the run's start-up phases from its record. Round 0
 warms the page cache and is left out. Then one small sweep (np 1 and 2, two rounds, the same
 tiny run) for the sweep's own time between points (its sweep_timing.jsonl), and ``hvdscale
-doctor`` on the simulated machine without network (tests/integration/nodns.py; root only).
+doctor`` on the simulated machine without network (hvdscale/testbed/nodns.py; root only).
 
     python bench/bench_startup.py --np 1,2 --rounds 5 --json bench/results/startup.json
     python bench/bench_startup.py --render bench/results/startup.json

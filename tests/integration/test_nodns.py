@@ -1,6 +1,6 @@
 """No phase of a launch, and nothing in ``hvdscale doctor``, waits on name resolution.
 
-One call into the simulated machine without network (tests/integration/nodns.py: an interface
+One call into the simulated machine without network (hvdscale/testbed/nodns.py: an interface
 up, a default route that drops every packet, a name server behind it, a hostname /etc/hosts does
 not list, so a lookup waits at least ``LOOKUP_S`` = 15 s instead of failing at once): first proof
 that a lookup there does wait and does send, then a 2-rank ``hvdscale run`` (one step) under
