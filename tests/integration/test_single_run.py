@@ -1,0 +1,31 @@
+"""One ``hvdscale run`` launched alone as the sweep launches a point (study/sweep/single.py, what
+every bench in bench/ launches through), for real on 2 ranks: it returns the record this launch
+appended (not an earlier one in the same directory), and a failed launch says why in one line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hvdscale.errors import HvdscaleError
+from hvdscale.records.store import results_path
+from hvdscale.study.sweep.single import launch_run
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["measure.warmup_steps=0", "measure.steps=2", "data.synthetic.sentences_per_rank=64",
+        "strategy.name=horovod"]
+
+
+def test_a_launch_returns_its_own_record_and_a_failure_says_why(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    results_path(out).write_text(json.dumps({"status": "ok", "ranks": 9, "earlier": True}) + "\n")
+    rec = launch_run(2, ROOT / "configs" / "demo.yaml", out, TINY, quiet=True,
+                     env={"TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=ROOT)
+    assert rec["status"] == "ok" and rec["ranks"] == 2 and "earlier" not in rec
+    with pytest.raises(HvdscaleError, match=r"np=2 failed .*model.kind must be one of") as e:
+        launch_run(2, ROOT / "configs" / "demo.yaml", out, ["model.kind=bogus"], cwd=ROOT)
+    assert "\n" not in str(e.value)
