@@ -31,8 +31,7 @@ from typing import Any
 from scratch import scratch_dir  # bench/ is on sys.path when a script runs
 
 from hvdscale.records.store import read_records
-from hvdscale.study.predict.ownfit import fit_records
-from hvdscale.study.report.decompose import baseline, per_step
+from hvdscale.study.predict.validate import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,7 +39,6 @@ CONFIGS = ("configs/demo.yaml", "configs/commheavy_torch.yaml")
 STRATEGIES = "horovod,ps,independent"
 SETS = ["measure.warmup_steps=3", "measure.steps=12", "data.synthetic.sentences_per_rank=256"]
 QUIET_LOAD = 2.5
-TERMS = ("compute_s", "comm_s", "idle_s")
 
 
 def _sweep(hosts: Any, config: str, nps: str, out: Path, extra: list[str]) -> str:
@@ -78,42 +76,6 @@ def _start_sshd(hosts: Any, work: Path, sh: Any) -> None:
         sh("ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c",
            f"hostname {name} && exec /usr/sbin/sshd -f {conf} -E {work / f'sshd_{name}.log'}")
     time.sleep(1)
-
-
-def _measured_terms(recs: list[dict], strategy: str, n: int) -> dict[str, float]:
-    """The decomposition's measured terms (per step) at n, as the fit would have them."""
-    ones = [r for r in recs if r["config"]["strategy"]["name"] == strategy
-            and r["workers"] == 1]
-    at = [r for r in recs if r["config"]["strategy"]["name"] == strategy and r["workers"] == n]
-    g1 = baseline(ones).g1
-    parts = [per_step(r, g1) for r in at]
-    return {"compute_s": statistics.mean(p["compute"] for p in parts),
-            "comm_s": statistics.mean(p["comm"] for p in parts),
-            "idle_s": statistics.mean(p["idle"] for p in parts)}
-
-
-def evaluate(recs: list[dict], fit_max: int, ranks: list[int], nbytes: float) -> list[dict]:
-    """Fit one round's n <= fit_max and compare with its larger n, per strategy."""
-    small = [r for r in recs if r["workers"] <= fit_max]
-    fit = fit_records(small, nbytes, 1, ranks)
-    rows = []
-    for s, f in fit["strategies"].items():
-        for p in f["predictions"]:
-            n = p["n"]
-            at = [r for r in recs if r["config"]["strategy"]["name"] == s and r["workers"] == n]
-            if n <= fit_max or not at:
-                continue
-            meas = statistics.median(r["words_per_s"] for r in at)
-            got = _measured_terms(recs, s, n)
-            wrong = max(TERMS, key=lambda k: abs(p[k] - got[k]))
-            threads = (at[0].get("threads") or {}).get("intra_op", 1) or 1
-            rows.append({"strategy": s, "n": n, "family": f["family"],
-                         "measured_words_per_s": meas, "predicted_words_per_s": p["words_per_s"],
-                         "ratio": p["words_per_s"] / meas,
-                         "predicted_terms": {k: p[k] for k in TERMS}, "measured_terms": got,
-                         "most_wrong_term": wrong, "rank_hosts": at[0].get("rank_hosts"),
-                         "oversubscribed": n * threads > (os.cpu_count() or 1)})
-    return rows
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
