@@ -13,7 +13,8 @@ framework provides every hook):
    a ``gemm`` module (``backend(threads)``: the RNN GEMMs for ``hvdscale gemm``), a
    ``profile`` module (``profile_steps``: op and kernel counts for ``hvdscale profile``) and
    the framework's own data parallelism (``NATIVE_STRATEGY``, ``make_native_strategy``);
-2. ``hvdscale/models/<name>/`` (also reached as the top-level ``models/``): the seq2seq and LM models with the shared parameter order;
+2. ``hvdscale/models/<name>/`` (also reached as the top-level ``models/``): the seq2seq and
+   LM models with the shared parameter order;
 3. one entry in ``hvdscale.registry.LIBRARIES`` (its name and the library it imports).
 """
 
