@@ -32,6 +32,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["measure.warmup_steps=3", "measure.steps=10"]
+SMALL: list[str] = []
+"""Overrides of every run and step (the CPU rehearsal's tiny sizes)."""
 NP2_STRATEGY = "ddp"
 """np=2 shares one GPU: ddp's gloo works there; a Horovod built with NCCL refuses it."""
 
@@ -74,7 +76,7 @@ def run_demo(impl: str, np: int, device: str, sets: list[str]) -> dict[str, Any]
     out = tempfile.mkdtemp(prefix="gpu_check-")
     args = [sys.executable, "-m", "hvdscale", "run", "configs/demo.yaml", "--out", out]
     strategy = [f"strategy.name={NP2_STRATEGY}"] if np > 1 else []
-    for s in [f"device={device}", f"model.rnn_impl={impl}", *TINY, *strategy, *sets]:
+    for s in [f"device={device}", f"model.rnn_impl={impl}", *TINY, *SMALL, *strategy, *sets]:
         args += ["--set", s]
     if np > 1:
         args = ["mpirun", "-np", str(np), "--oversubscribe", *args]
@@ -92,7 +94,7 @@ def _adapter(impl: str, device: str) -> Any:
     from hvdscale.core.device import resolve_device
     from hvdscale.frameworks.torch import TorchAdapter
 
-    cfg = load_config(str(ROOT / "configs/demo.yaml"), [f"model.rnn_impl={impl}"])
+    cfg = load_config(str(ROOT / "configs/demo.yaml"), [f"model.rnn_impl={impl}", *SMALL])
     placement = resolve_device(device, 1, 0, 1)
     m = cfg.model
     adapter = TorchAdapter(m, cfg.optim, m.src_vocab, m.tgt_vocab, placement)
@@ -223,6 +225,10 @@ def main() -> int:
         import torch
 
         TINY.extend(["measure.warmup_steps=1", "measure.steps=3"])
+        SMALL.extend(["model.embed_dim=32", "model.hidden_size=32", "model.src_vocab=300",
+                      "model.tgt_vocab=300", "data.batch_size=8",
+                      "data.synthetic.sentences_per_rank=64", "data.synthetic.max_len=10"])
+        torch.set_num_threads(1)
     else:
         torch = need_gpu()
     sys.path.insert(0, str(ROOT))

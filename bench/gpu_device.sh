@@ -47,13 +47,14 @@ st_check() { PYTHON=$PY bash bench/gpu_check.sh ${REHEARSE:+--rehearse-cpu} --ou
 st_strategies() {
   # One GPU: every strategy at np=1; at np=2 both ranks share it, where Horovod's NCCL refuses
   # (hvdscale says so and names ddp or ps): np=2 runs the strategies that work there.
-  local impl
+  local impl one=horovod,ps,ddp,independent two=ps,ddp,independent
+  [ "$DEV" = cuda ] || one=horovod two=ps,ddp  # the rehearsal: each code path once
   echo "np=2 without horovod: the ranks share one GPU (Horovod's NCCL refuses that)"
   for impl in "${IMPLS[@]}"; do
-    "${H[@]}" sweep configs/demo.yaml --np 1 --frameworks torch --strategies horovod,ps,ddp,independent \
-      --set device=$DEV --set model.rnn_impl=$impl "${STEPS[@]}" --out "$OUT/strategies" --timeout 90 --no-plot \
-      && "${H[@]}" sweep configs/demo.yaml --np 2 --frameworks torch --strategies ps,ddp,independent \
-      --set device=$DEV --set model.rnn_impl=$impl "${STEPS[@]}" --out "$OUT/strategies" --timeout 90 --no-plot \
+    "${H[@]}" sweep configs/demo.yaml --np 1 --frameworks torch --strategies $one --set device=$DEV \
+      --set model.rnn_impl=$impl "${STEPS[@]}" "${TINY[@]}" --out "$OUT/strategies" --timeout 90 --no-plot \
+      && "${H[@]}" sweep configs/demo.yaml --np 2 --frameworks torch --strategies $two --set device=$DEV \
+      --set model.rnn_impl=$impl "${STEPS[@]}" "${TINY[@]}" --out "$OUT/strategies" --timeout 90 --no-plot \
       || return
   done
 }
