@@ -115,3 +115,23 @@ def test_manifest_refuses_a_damaged_or_incomplete_bundle(tmp_path: Path) -> None
     (folder / "x-1.0-py3-none-any.whl").unlink()
     r = _check(folder)
     assert r.returncode == 2 and "is missing" in r.stderr, r.stderr
+
+
+def test_the_bundle_carries_what_its_wheels_require_and_the_target_lacks(tmp_path: Path) -> None:
+    """Horovod's wheel requires cffi at install: a target without it (the GPU machine's image)
+    could not install a bundle that did not carry it (issue 38, failure 1)."""
+    import zipfile
+
+    wheel = tmp_path / "horovod-0.28.1-cp311-cp311-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("horovod-0.28.1.dist-info/METADATA", "Name: horovod\n"
+                   "Requires-Dist: cloudpickle\nRequires-Dist: cffi>=1.4.0\n"
+                   'Requires-Dist: dataclasses; python_version < "3.7"\n'
+                   'Requires-Dist: torch; extra == "pytorch"\nRequires-Dist: PyYAML\n')
+    target = tmp_path / "target.json"
+    target.write_text(json.dumps({"installed": {"cloudpickle": "3.1", "pyyaml": "6.0"}}))
+    r = subprocess.run([sys.executable, str(TOOL), "lacking", str(target), "numpy",
+                        "horovod", "--wheels", str(wheel)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["numpy", "cffi>=1.4.0"]
