@@ -47,7 +47,9 @@ def _version(dist: str) -> str:
 
 
 def _run(py: Path, code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(py), "-c", code], capture_output=True, text=True, timeout=120)
+    """``code`` in ``py``, away from the checkout (no PYTHONPATH, started in /)."""
+    return subprocess.run([str(py), "-c", code], capture_output=True, text=True, timeout=120,
+                          env=clean_env(), cwd="/")
 
 
 @pytest.fixture(scope="module")
