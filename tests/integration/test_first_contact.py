@@ -34,7 +34,7 @@ from tests.integration.system_deps import ensure_system_deps
 BARE_PYTHON = Path(os.environ.get("HVDSCALE_TARGET_BASE_PYTHON", "/usr/bin/python3"))
 """The target venv's base: a Python of this one's minor version without torch."""
 SMALL = {"NPS": "1,2", "ROUNDS": "1", "CONFIGS": "demo", "STRATEGIES": "horovod,ddp",
-         "POINT_S": "20", "OVERHEAD_ROUNDS": "1",
+         "POINT_S": "45", "OVERHEAD_S": "60", "OVERHEAD_ROUNDS": "1",
          "SETS": "measure.warmup_steps=1 measure.steps=3 data.synthetic.sentences_per_rank=64"}
 GPU_STAGES = ("install", "check", "strategies", "exact", "seeds", "profile", "gemm", "batch",
               "limit")
