@@ -136,7 +136,11 @@ STAGES=",${STAGES:-install,check,strategies,exact,seeds,profile,gemm,batch,limit
 # The Python the bundle goes into runs everything: its scripts (mpirun, hvdscale) come first.
 BIN=$("$PY" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
 export PY BUNDLE OUT PATH="$BIN:$PATH" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-  PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2 OMPI_MCA_btl=self,tcp  # a small /dev/shm must not stop two ranks
+  PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
+# Two ranks on one host talk through /dev/shm; where it is small, over TCP. Not always TCP: with
+# only loopback up (no network at all) Open MPI's TCP finds no interface and the ranks abort.
+shm_mb=$(df -Pm /dev/shm 2>/dev/null | awk 'NR == 2 {print $4}')
+[ "${shm_mb:-0}" -ge 512 ] || export OMPI_MCA_btl=${OMPI_MCA_btl:-self,tcp}
 [ -z "$REHEARSE" ] || export CUDA_VISIBLE_DEVICES=""
 failed=()
 stage() {  # stage NAME LIMIT_S: runs when asked, in its own process, logs to OUT/NAME.log
