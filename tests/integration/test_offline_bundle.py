@@ -21,29 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.offline_target import BUNDLE, ROOT, TOOL, build_bundle, offline
 from tests.integration.system_deps import ensure_system_deps
 
-ROOT = Path(__file__).resolve().parents[2]
-TOOL = ROOT / "launch" / "bundle_tool.py"
-BUNDLE = ROOT / "launch" / "bundle.sh"
 BASE_PYTHON = getattr(sys, "_base_executable", sys.executable)
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME") and not k.startswith("OMPI_")}
-    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
-    return env
-
-
-def _offline(script: str, timeout: int, cwd: Path) -> subprocess.CompletedProcess:
-    """``script`` in a new network namespace whose only interface is loopback.
-
-    ``cwd`` outside the checkout, so that nothing imports the checkout's hvdscale by accident.
-    """
-    return subprocess.run(["unshare", "-n", "sh", "-c", f"ip link set lo up && {script}"],
-                          capture_output=True, text=True, timeout=timeout, env=_env(), cwd=cwd)
 
 
 @pytest.fixture(scope="module")
@@ -56,15 +37,9 @@ def offline_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pat
     venv = tmp / "venv"
     subprocess.run([BASE_PYTHON, "-m", "venv", "--system-site-packages", str(venv)], check=True)
     py = venv / "bin" / "python"
-    target = tmp / "target.json"
-    target.write_text(subprocess.run([str(py), str(TOOL), "probe"], check=True,
-                                     capture_output=True, text=True).stdout)
-    out = tmp / "bundle-a"
-    r = subprocess.run(["bash", str(BUNDLE), "build", "--target", str(target), "--out", str(out)],
-                       capture_output=True, text=True, timeout=2400, env=_env())
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert (out / "MANIFEST.json").is_file() and Path(f"{out}.tar.gz").is_file()
-    r = _offline(f"PYTHON={py} bash {BUNDLE} install {out}", 900, tmp)
+    out = build_bundle(py, tmp, "bundle-a")
+    # cwd outside the checkout, so that nothing imports the checkout's hvdscale by accident.
+    r = offline(f"PYTHON={py} bash {BUNDLE} install {out}", 900, tmp)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "allreduce ok: 1 + 2 = 3 on 2 ranks" in r.stderr, r.stderr
     yield venv, out
@@ -83,7 +58,7 @@ def test_offline_np2_run_uses_the_bundles_mpi_and_horovod(offline_venv: tuple[Pa
            f"{venv}/bin/python -c '{where}' && "
            f"mpirun -np 2 hvdscale run {ROOT}/configs/demo.yaml --set measure.warmup_steps=2 "
            f"--set measure.steps=4 --set data.synthetic.sentences_per_rank=128 --out {out}")
-    r = _offline(run, 600, tmp_path)
+    r = offline(run, 600, tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     lines = r.stdout.splitlines()
     assert lines[0] == f"{venv}/bin/mpirun"  # not Debian's /usr/bin/mpirun
@@ -140,3 +115,23 @@ def test_manifest_refuses_a_damaged_or_incomplete_bundle(tmp_path: Path) -> None
     (folder / "x-1.0-py3-none-any.whl").unlink()
     r = _check(folder)
     assert r.returncode == 2 and "is missing" in r.stderr, r.stderr
+
+
+def test_the_bundle_carries_what_its_wheels_require_and_the_target_lacks(tmp_path: Path) -> None:
+    """Horovod's wheel requires cffi at install: a target without it (the GPU machine's image)
+    could not install a bundle that did not carry it (issue 38, failure 1)."""
+    import zipfile
+
+    wheel = tmp_path / "horovod-0.28.1-cp311-cp311-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("horovod-0.28.1.dist-info/METADATA", "Name: horovod\n"
+                   "Requires-Dist: cloudpickle\nRequires-Dist: cffi>=1.4.0\n"
+                   'Requires-Dist: dataclasses; python_version < "3.7"\n'
+                   'Requires-Dist: torch; extra == "pytorch"\nRequires-Dist: PyYAML\n')
+    target = tmp_path / "target.json"
+    target.write_text(json.dumps({"installed": {"cloudpickle": "3.1", "pyyaml": "6.0"}}))
+    r = subprocess.run([sys.executable, str(TOOL), "lacking", str(target), "numpy",
+                        "horovod", "--wheels", str(wheel)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["numpy", "cffi>=1.4.0"]
