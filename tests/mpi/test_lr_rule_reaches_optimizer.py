@@ -28,7 +28,8 @@ def _optimizer_of_run(world: Any, monkeypatch: pytest.MonkeyPatch, *sets: str) -
     monkeypatch.setattr(torch_adapter, "make_optimizer", keep)
     out = world.bcast(tempfile.mkdtemp(prefix="hvdscale-lr-") if world.rank == 0 else None)
     rec = run(load_config(None, [*TINY_LM, "framework=torch", "strategy.name=horovod",
-                                 "data.scaling=weak", "measure.eval_every=0", *sets]), out)
+                                 "data.scaling=weak", "measure.eval_every=0", "measure.steps=2",
+                                 "measure.warmup_steps=0", *sets]), out)
     assert len(made) == 1, made
     return made[0], rec
 

@@ -1,0 +1,280 @@
+"""Mutation benchmark (issue 39): can the tests that claim a module fail when it is broken?
+
+A real mutation tool (mutmut, pinned in ``TOOL``) changes the module under test one small edit
+at a time (an operator, a constant, a comparison, a call dropped) and runs the tests that claim
+it after each edit; a mutant those tests still pass is a survivor. Each target is a module (or
+only its named functions, given to mutmut as a patch file of their lines) with its own tests:
+fast unit tests where they suffice, ``mpirun -np 2`` where only ranks can tell. Everything runs
+in a private scratch copy of the checkout, so the worktree is never mutated.
+
+A survivor is either killed by a new test or listed in ``EQUIVALENT`` with one line saying why
+no test can tell it apart (its old and new line as mutmut shows them). The score is killed over
+mutants that are not equivalent; the goal is 90% per module, 100% for the side channel's wire
+checks and the token-weighted reductions (``Target.full``).
+
+    python bench/bench_mutation.py --only peers_wire          # one module, merged into the raw
+    python bench/bench_mutation.py --ci                       # the CI slice: exit 1 on a survivor
+    python bench/bench_mutation.py --render bench/results/mutation.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import difflib
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from scratch import scratch_dir  # noqa: E402
+
+TOOL = "mutmut==2.5.1"
+RAW = ROOT / "bench" / "results" / "mutation.json"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One module (or some of its functions) and the tests that claim it."""
+
+    name: str
+    path: str
+    tests: tuple[str, ...]
+    functions: tuple[str, ...] = ()  # "f" or "Class.method"; empty: the whole module
+    np: int = 0  # > 0: the tests run under mpirun -np np
+    full: bool = False  # the goal is every non-equivalent mutant killed
+    ci: bool = False  # in the CI slice (tests/run.sh phase "mutation-slice")
+
+
+_U = "tests/unit/"
+TARGETS = (
+    Target("peers_wire", "hvdscale/core/peers_wire.py",
+           (_U + "test_peers_wire.py", _U + "test_peers_replay.py", _U + "test_peers_hostile.py"),
+           full=True, ci=True),
+    Target("sparse_rows", "hvdscale/strategies/sparse_rows.py",
+           (_U + "test_sparse_rows.py", _U + "test_sparse_bytes.py"), full=True, ci=True),
+    Target("noise_scale", "hvdscale/train/noise_scale.py",
+           (_U + "test_noise_scale.py", _U + "test_noise_scale_summary.py"),
+           functions=("local_sums", "point_from_sums", "b_simple", "NoiseProbe.summary")),
+    Target("custom_shapes", "hvdscale/models/custom.py", (_U + "test_shape_mismatch.py",),
+           functions=("shape_mismatch",)),
+    Target("doctor_network", "hvdscale/doctor/network.py",
+           (_U + "test_doctor_named_interface.py", _U + "test_doctor.py"),
+           functions=("rendezvous_choice", "check_common", "common_names")),
+    Target("lr_rules", "hvdscale/train/lr.py", (_U + "test_lr_rules.py", _U + "test_lr_warmup.py")),
+    Target("horovod_torch_tokens", "hvdscale/frameworks/torch/horovod.py",
+           ("tests/mpi/test_exactness.py", "-k", "horovod_equals_one_process_on_union and lstm "
+            "or average_op"), functions=("HorovodTorch.step",), np=2, full=True),
+)
+
+EQUIVALENT: dict[tuple[str, str, str], str] = {
+}
+"""(module, line before, line after) of a mutant no test can tell apart: why, in one line."""
+
+
+def _function_lines(path: Path, names: tuple[str, ...]) -> set[int]:
+    """Line numbers (1-based) of the named functions' bodies, docstrings left out."""
+    tree = ast.parse(path.read_text())
+    found: dict[str, ast.AST] = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            found[node.name] = node
+        elif isinstance(node, ast.ClassDef):
+            found.update({f"{node.name}.{f.name}": f for f in node.body
+                          if isinstance(f, ast.FunctionDef)})
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise SystemExit(f"bench_mutation: {path} has no function {', '.join(missing)}")
+    lines: set[int] = set()
+    for n in names:
+        body = found[n].body  # type: ignore[attr-defined]
+        if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]  # the docstring: mutating prose tells nothing
+        for stmt in body:
+            lines.update(range(stmt.lineno, stmt.end_lineno + 1))
+    return lines
+
+
+def _patch(copy: Path, target: Target) -> Path | None:
+    """A patch that adds exactly the target functions' lines (mutmut mutates only those)."""
+    if not target.functions:
+        return None
+    src = (copy / target.path).read_text().splitlines(keepends=True)
+    keep = _function_lines(copy / target.path, target.functions)
+    before = [line for i, line in enumerate(src, start=1) if i not in keep]
+    diff = difflib.unified_diff(before, src, target.path, target.path, n=0)
+    out = copy / ".mutation.patch"
+    out.write_text("".join(diff))
+    return out
+
+
+def _copy_checkout(dest: Path) -> None:
+    """The checkout's tracked and untracked (not ignored) files, into ``dest``."""
+    names = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
+                           capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, names):
+        src, dst = ROOT / name, dest / name
+        if not src.exists() and not src.is_symlink():
+            continue  # deleted in the worktree, not yet in git
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            dst.symlink_to(os.readlink(src))
+        else:
+            shutil.copy2(src, dst)
+
+
+def _runner(target: Target) -> str:
+    pytest = f"{sys.executable} -m pytest -x -q -p no:cacheprovider --color=no"
+    tests = " ".join(f"'{t}'" if " " in t else t for t in target.tests)
+    if target.np:
+        return f"timeout 600 mpirun -np {target.np} {pytest} {tests}"
+    return f"timeout 600 {pytest} {tests}"
+
+
+def _statuses(copy: Path) -> list[dict[str, Any]]:
+    """Every mutant mutmut made: id, status, line number and line."""
+    db = sqlite3.connect(copy / ".mutmut-cache")
+    rows = db.execute("SELECT m.id, m.status, l.line_number, l.line FROM Mutant m "
+                      "JOIN Line l ON m.line = l.id ORDER BY m.id").fetchall()
+    db.close()
+    return [{"id": i, "status": s, "line": n + 1, "text": t} for i, s, n, t in rows]
+
+
+def _diff(copy: Path, mutant: int, env: dict[str, str]) -> tuple[str, str]:
+    """(line before, line after) of one mutant, as ``mutmut show`` gives them."""
+    out = subprocess.run(["mutmut", "show", str(mutant)], cwd=copy, env=env,
+                         capture_output=True, text=True, timeout=120).stdout.splitlines()
+    old = [x[1:].strip() for x in out if x.startswith("-") and not x.startswith("---")]
+    new = [x[1:].strip() for x in out if x.startswith("+") and not x.startswith("+++")]
+    return " / ".join(old), " / ".join(new)
+
+
+def run_target(target: Target, work: Path) -> dict[str, Any]:
+    """Mutate one target in a fresh copy of the checkout; its counts and survivors."""
+    copy = work / target.name
+    shutil.rmtree(copy, ignore_errors=True)
+    _copy_checkout(copy)
+    env = {**os.environ, "PYTHONPATH": str(copy), "OMP_NUM_THREADS": "1",
+           "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONDONTWRITEBYTECODE": "1"}
+    cmd = ["nice", "-n", "10", "mutmut", "run", "--paths-to-mutate", target.path,
+           "--runner", _runner(target), "--tests-dir", "tests", "--no-progress", "--simple-output"]
+    patch = _patch(copy, target)
+    if patch is not None:
+        cmd += ["--use-patch-file", str(patch)]
+    load_before, t0 = list(os.getloadavg()), time.monotonic()
+    r = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True)
+    seconds, load_after = time.monotonic() - t0, list(os.getloadavg())
+    if r.returncode & 1 or not (copy / ".mutmut-cache").exists():
+        raise SystemExit(f"bench_mutation: mutmut failed on {target.name} (exit {r.returncode}):"
+                         f" {(r.stdout + r.stderr).strip()[-600:]}")
+    mutants = _statuses(copy)
+    count = {s: sum(m["status"] == s for m in mutants) for s in
+             ("ok_killed", "bad_survived", "bad_timeout", "ok_suspicious", "skipped", "untested")}
+    survivors = []
+    for m in mutants:
+        if m["status"] in ("bad_survived", "bad_timeout", "ok_suspicious"):
+            old, new = _diff(copy, m["id"], env)
+            why = EQUIVALENT.get((target.name, old, new))
+            survivors.append({"line": m["line"], "status": m["status"], "before": old,
+                              "after": new, "equivalent": why})
+    return {**asdict(target), "tool": TOOL, "runner": _runner(target), "seconds": seconds,
+            "load_before": load_before, "load_after": load_after, "mutants": len(mutants),
+            "killed": count["ok_killed"], "survived": count["bad_survived"],
+            "timed_out": count["bad_timeout"], "suspicious": count["ok_suspicious"],
+            "untested": count["skipped"] + count["untested"], "survivors": survivors}
+
+
+def score(mod: dict[str, Any]) -> tuple[int, int, float]:
+    """(equivalent mutants, non-equivalent mutants, share of those killed) of one module."""
+    eq = sum(1 for s in mod["survivors"] if s["equivalent"])
+    real = mod["mutants"] - eq - mod["untested"]
+    return eq, real, (mod["killed"] / real if real else 1.0)
+
+
+def meets_goal(mod: dict[str, Any]) -> bool:
+    return score(mod)[2] >= (1.0 if mod["full"] else 0.9)
+
+
+def render(raw: dict[str, Any]) -> str:
+    """The per-module table and the survivors, from the raw result alone."""
+    out = [f"{raw['tool']}; each module against the tests named in bench/bench_mutation.py; "
+           "score = killed / (mutants - equivalent); goal 90%, 100% where marked *.", "",
+           "| module | mutants | killed | survived | timed out | equivalent | score | goal met |"
+           " seconds | load 1-min before/after |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for m in raw["modules"]:
+        eq, _, sc = score(m)
+        out.append(f"| {m['name']}{' *' if m['full'] else ''} | {m['mutants']} | {m['killed']} "
+                   f"| {m['survived']} | {m['timed_out']} | {eq} | {100 * sc:.1f}% | "
+                   f"{'yes' if meets_goal(m) else 'NO'} | {m['seconds']:.0f} | "
+                   f"{m['load_before'][0]:.1f}/{m['load_after'][0]:.1f} |")
+    out += ["", "Survivors (line: before -> after: why equivalent, or OPEN):", ""]
+    for m in raw["modules"]:
+        for s in m["survivors"]:
+            out.append(f"- {m['name']}:{s['line']} `{s['before']}` -> `{s['after']}`"
+                       f"{' (' + s['status'] + ')' if s['status'] != 'bad_survived' else ''}: "
+                       f"{s['equivalent'] or 'OPEN'}")
+    if not any(m["survivors"] for m in raw["modules"]):
+        out.append("- none")
+    return "\n".join(out) + "\n"
+
+
+def _merge(path: Path, mods: list[dict[str, Any]]) -> dict[str, Any]:
+    """The raw file with ``mods`` in place of their earlier entries, in TARGETS' order."""
+    raw = json.loads(path.read_text()) if path.is_file() else {"tool": TOOL, "modules": []}
+    by_name = {m["name"]: m for m in raw["modules"]} | {m["name"]: m for m in mods}
+    order = [t.name for t in TARGETS]
+    raw["modules"] = sorted(by_name.values(),
+                            key=lambda m: order.index(m["name"]) if m["name"] in order else 99)
+    raw["tool"] = TOOL
+    return raw
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the chosen targets (all by default), merge them into the raw file, print the table."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", default="", help="comma-separated target names")
+    ap.add_argument("--ci", action="store_true",
+                    help="the CI slice; exit 1 when a mutant survives that is not equivalent")
+    ap.add_argument("--json", default=str(RAW), help="raw file to merge into ('' : none)")
+    ap.add_argument("--work", default=None, help="scratch directory (default: a fresh one)")
+    ap.add_argument("--render", default="", help="print the table of a raw file and stop")
+    args = ap.parse_args(argv)
+    if args.render:
+        print(render(json.loads(Path(args.render).read_text())), end="")
+        return 0
+    names = [n for n in args.only.split(",") if n]
+    unknown = sorted(set(names) - {t.name for t in TARGETS})
+    if unknown:
+        print(f"bench_mutation: no target {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    if shutil.which("mutmut") is None:
+        print(f"bench_mutation: mutmut is not installed (pip install '{TOOL}')", file=sys.stderr)
+        return 2
+    chosen = [t for t in TARGETS if (t.name in names if names else not args.ci or t.ci)]
+    work = scratch_dir(args.work, "hvdscale-bench-mutation-")
+    mods = []
+    for t in chosen:
+        print(f"mutating {t.path} ({', '.join(t.functions) or 'whole module'})",
+              file=sys.stderr, flush=True)
+        mods.append(run_target(t, work))
+    raw = _merge(Path(args.json), mods) if args.json else {"tool": TOOL, "modules": mods}
+    if args.json:
+        Path(args.json).write_text(json.dumps(raw, indent=1) + "\n")
+    print(render({"tool": TOOL, "modules": mods}), end="")
+    if args.work is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0 if all(meets_goal(m) for m in mods) or not args.ci else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
