@@ -41,6 +41,10 @@ def test_an_ask_is_magic_nonce_and_mac() -> None:
     for bad in (ask[:-1], ask + b"x", b"hvr1" + ask[4:], _signed(b"hvq1" + nonce, bytes(32)),
                 ask[:-1] + bytes([ask[-1] ^ 1]), b""):
         assert wire.read_ask(KEY, bad) is None, bad
+    # Correctly signed, yet not an ask: another length, another magic.
+    for signed in (_signed(b"hvq1" + nonce + b"x"), _signed(b"hvq1" + nonce[:-1]),
+                   _signed(b"hvr1" + nonce)):
+        assert wire.read_ask(KEY, signed) is None, signed
 
 
 def test_kind_of() -> None:
