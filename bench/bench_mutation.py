@@ -48,7 +48,7 @@ class Target:
     name: str
     path: str
     tests: tuple[str, ...]
-    functions: tuple[str, ...] = ()  # "f" or "Class.method"; empty: the whole module
+    functions: tuple[str, ...] = ()  # "f", "Class.method", "Class.method.inner"; (): all
     np: int = 0  # > 0: the tests run under mpirun -np np
     full: bool = False  # the goal is every non-equivalent mutant killed
     ci: bool = False  # in the CI slice (tests/run.sh phase "mutation-slice")
@@ -86,6 +86,10 @@ TARGETS = (
     Target("horovod_torch_tokens", "hvdscale/frameworks/torch/horovod.py",
            ("tests/mpi/test_exactness.py", "-k", "horovod_equals_one_process_on_union and shipped "
             "or average_op"), functions=("HorovodTorch.step",), np=2, full=True),
+    # The CI slice's reduction: the loss scale's token weighting alone (a few mutants, one test).
+    Target("horovod_torch_scale", "hvdscale/frameworks/torch/horovod.py",
+           ("tests/mpi/test_exactness.py", "-k", "average_op"),
+           functions=("HorovodTorch.step.scale",), np=2, full=True, ci=True),
     Target("ps_tokens", "hvdscale/strategies/param_server.py",
            ("tests/mpi/test_exactness.py", "-k", "ps_equals_one_process_and_horovod"),
            functions=("ParameterServer._exchange", "ParameterServer._sparse_exchange",
@@ -110,14 +114,15 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
 
 def _function_lines(path: Path, names: tuple[str, ...]) -> set[int]:
     """Line numbers (1-based) of the named functions' bodies, docstrings left out."""
-    tree = ast.parse(path.read_text())
     found: dict[str, ast.AST] = {}
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            found[node.name] = node
-        elif isinstance(node, ast.ClassDef):
-            found.update({f"{node.name}.{f.name}": f for f in node.body
-                          if isinstance(f, ast.FunctionDef)})
+
+    def walk(body: list[ast.stmt], prefix: str) -> None:  # "Class.method.inner" names
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.ClassDef):
+                found[prefix + node.name] = node
+                walk(node.body, f"{prefix}{node.name}.")
+
+    walk(ast.parse(path.read_text()).body, "")
     missing = [n for n in names if n not in found]
     if missing:
         raise SystemExit(f"bench_mutation: {path} has no function {', '.join(missing)}")
