@@ -17,6 +17,10 @@ def test_only_the_named_functions_bodies_are_mutated(tmp_path: Path) -> None:
     src.write_text('def a():\n    """Doc."""\n    return 1\n\n\nclass C:\n    def b(self):\n'
                    '        x = 2\n        return x\n\n\ndef d():\n    return 3\n')
     assert bm._function_lines(src, ("a", "C.b")) == {3, 8, 9}
+    nested = tmp_path / "n.py"
+    nested.write_text("class C:\n    def b(self):\n        y = 1\n\n        def inner():\n"
+                      "            return y\n        return inner\n")
+    assert bm._function_lines(nested, ("C.b.inner",)) == {6}
 
 
 def _mod(**over: object) -> dict:
