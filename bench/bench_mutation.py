@@ -10,8 +10,8 @@ in a private scratch copy of the checkout, so the worktree is never mutated.
 A survivor is either killed by a new test or listed in ``EQUIVALENT`` (its old and new line as
 mutmut shows them) with one line saying why: no test can tell it apart, or it changes only what
 the target's tests do not claim (a step's timing lines inside a reduction's function). The score
-is killed over mutants not so explained; the goal is 90% per module, 100% for the side channel's wire
-checks and the token-weighted reductions (``Target.full``).
+is killed over mutants not so explained; the goal is 90% per module, 100% for the side
+channel's wire checks and the token-weighted reductions (``Target.full``).
 
     python bench/bench_mutation.py --only peers_wire          # one module, merged into the raw
     python bench/bench_mutation.py --ci                       # the CI slice: exit 1 on a survivor
