@@ -199,6 +199,7 @@ def run_target(target: Target, work: Path) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(copy), "OMP_NUM_THREADS": "1",
            "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
            "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("HVDSCALE_TEST_REPORTS", None)  # a mutant's failing junit files are not CI's
     cmd = ["nice", "-n", "10", "mutmut", "run", "--paths-to-mutate", target.path,
            "--runner", _runner(target), "--tests-dir", "tests", "--no-progress", "--simple-output",
            "--test-time-base", "30"]  # a shared machine: a slow run is not a timeout
