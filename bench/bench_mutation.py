@@ -220,9 +220,19 @@ def run_target(target: Target, work: Path) -> dict[str, Any]:
     load_before, t0 = list(os.getloadavg()), time.monotonic()
     r = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True)
     seconds, load_after = time.monotonic() - t0, list(os.getloadavg())
-    if r.returncode & 1 or not (copy / ".mutmut-cache").exists():
-        raise SystemExit(f"bench_mutation: mutmut failed on {target.name} (exit {r.returncode}):"
-                         f" {(r.stdout + r.stderr).strip()[-600:]}")
+    crash = None
+    if r.returncode & 1:  # a fatal error: keep what it tested before, say so, never hide it
+        if not (copy / ".mutmut-cache").exists() or not _statuses(copy):
+            raise SystemExit(f"bench_mutation: mutmut failed on {target.name} (exit "
+                             f"{r.returncode}): {(r.stdout + r.stderr).strip()[-600:]}")
+        crash = (r.stdout + r.stderr).strip().splitlines()[-1]
+    return collect(target, copy, env, {"seconds": seconds, "load_before": load_before,
+                                       "load_after": load_after, "tool_error": crash})
+
+
+def collect(target: Target, copy: Path, env: dict[str, str],
+            run: dict[str, Any]) -> dict[str, Any]:
+    """The raw entry of a target from mutmut's cache in ``copy`` and the run's own facts."""
     mutants = _statuses(copy)
     count = {s: sum(m["status"] == s for m in mutants) for s in
              ("ok_killed", "bad_survived", "bad_timeout", "ok_suspicious", "skipped", "untested")}
@@ -233,11 +243,12 @@ def run_target(target: Target, work: Path) -> dict[str, Any]:
             why = EQUIVALENT.get((target.name, old, new))
             survivors.append({"line": m["line"], "status": m["status"], "before": old,
                               "after": new, "equivalent": why})
-    return {**asdict(target), "tool": TOOL, "runner": _runner(target), "seconds": seconds,
-            "load_before": load_before, "load_after": load_after, "mutants": len(mutants),
-            "killed": count["ok_killed"], "survived": count["bad_survived"],
-            "timed_out": count["bad_timeout"], "suspicious": count["ok_suspicious"],
-            "untested": count["skipped"] + count["untested"], "survivors": survivors}
+    untested = [m["line"] for m in mutants if m["status"] in ("skipped", "untested")]
+    return {**asdict(target), "tool": TOOL, "runner": _runner(target), **run,
+            "mutants": len(mutants), "killed": count["ok_killed"],
+            "survived": count["bad_survived"], "timed_out": count["bad_timeout"],
+            "suspicious": count["ok_suspicious"], "untested": len(untested),
+            "untested_lines": untested, "survivors": survivors}
 
 
 def restamp(raw: dict[str, Any]) -> dict[str, Any]:
@@ -273,6 +284,11 @@ def render(raw: dict[str, Any]) -> str:
                    f"| {m['survived']} | {m['timed_out']} | {eq} | {100 * sc:.1f}% | "
                    f"{'yes' if meets_goal(m) else 'NO'} | {m['seconds']:.0f} | "
                    f"{m['load_before'][0]:.1f}/{m['load_after'][0]:.1f} |")
+    for m in raw["modules"]:
+        if m.get("tool_error") or m["untested"]:
+            out += ["", f"{m['name']}: {m['untested']} mutants not tested (lines "
+                    f"{', '.join(map(str, m.get('untested_lines', [])))})"
+                    + (f"; mutmut stopped with: {m['tool_error']}" if m.get("tool_error") else "")]
     ran = {m["name"] for m in raw["modules"]}
     missing = [t.name for t in TARGETS if t.name not in ran]
     if missing:
