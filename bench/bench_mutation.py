@@ -355,7 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     print(render({"tool": TOOL, "modules": mods}), end="")
     if args.work is None:
         shutil.rmtree(work, ignore_errors=True)
-    return 0 if all(meets_goal(m) for m in mods) or not args.ci else 1
+    # CI: every mutant tested (a tool crash fails too) and every survivor explained.
+    ok = all(meets_goal(m) and not m["untested"] and not m.get("tool_error") for m in mods)
+    return 0 if ok or not args.ci else 1
 
 
 if __name__ == "__main__":
