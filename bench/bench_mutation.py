@@ -120,6 +120,8 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
      'handle = hvd.allreduce_async(tokens, op=hvd.Sum, name="hvdscale.tokens")  # hvd:',
      'handle = hvd.allreduce_async(tokens, op=hvd.Sum, name="XXhvdscale.tokensXX")  # hvd:'):
         "equivalent: the request's name is a label, the same on every rank either way",
+    ("noise_scale", "if count < 2 or tokens <= 0:", "if count < 2 or tokens <= 1:"):
+        "equivalent: two contributing ranks carry at least one token each, so tokens >= 2",
 }
 """(module, line before, line after) of a mutant no test can tell apart: why, in one line."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hvdscale.train.noise_scale import NoiseProbe, Point, b_simple
+from hvdscale.train.noise_scale import NoiseProbe, Point, b_simple, local_sums, point_from_sums
 from tests.unit.test_noise_scale import TRUE_B, _points
 
 
@@ -49,3 +49,18 @@ def test_a_null_estimate_says_why() -> None:
     assert got["b_simple_tokens"] is None and "not positive" in got["why"]
     off = NoiseProbe(world=None, adapter=_Sized(), computes=True, why_not="probe off")
     assert off.summary()["why"] == "probe off" and off.size == 0
+
+
+def test_a_rank_without_a_batch_adds_zeros_and_one_token_counts() -> None:
+    g = np.array([3.0, -1.0, 2.0])
+    for grad, tokens in ((None, 8), (g, 0), (None, 0)):
+        assert not local_sums(grad, tokens, 3).any(), (grad, tokens)
+    one = local_sums(g, 1, 3)  # a batch of one token is a contribution like any other
+    assert one.tolist() == [3.0, -1.0, 2.0, 1.0, 1.0, 14.0, 1.0]
+    assert local_sums(g, 4, 3).tolist() == [3.0, -1.0, 2.0, 4.0, 0.25, 14.0 / 16, 1.0]
+
+
+def test_no_point_without_tokens() -> None:
+    # Two ranks counted but no token (never sent by local_sums; a reduced vector is still
+    # checked): no point, and no division by zero.
+    assert point_from_sums(np.array([1.0, 2.0, 0.0, 0.0, 0.0, 2.0])) is None
