@@ -125,6 +125,13 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
 }
 """(module, line before, line after) of a mutant no test can tell apart: why, in one line."""
 
+KILLED_AFTER: dict[tuple[str, str, str], str] = {
+    ("noise_scale", "if g2.mean() <= 0:", "if g2.mean() < 0:"):
+        "test_noise_scale_summary.py::test_no_estimate_when_mean_g2_is_zero",
+}
+"""Survivors of the recorded run killed by a test written after it (seen failing with the mutant
+applied by hand): still counted as survivors until the module is run again."""
+
 
 def _function_lines(path: Path, names: tuple[str, ...]) -> set[int]:
     """Line numbers (1-based) of the named functions' bodies, docstrings left out."""
@@ -300,10 +307,15 @@ def render(raw: dict[str, Any]) -> str:
         for s in m["survivors"]:
             out.append(f"- {m['name']}:{s['line']} `{s['before']}` -> `{s['after']}`"
                        f"{' (' + s['status'] + ')' if s['status'] != 'bad_survived' else ''}: "
-                       f"{s['equivalent'] or 'OPEN'}")
+                       f"{s['equivalent'] or _after(m['name'], s)}")
     if not any(m["survivors"] for m in raw["modules"]):
         out.append("- none")
     return "\n".join(out) + "\n"
+
+
+def _after(name: str, s: dict[str, Any]) -> str:
+    test = KILLED_AFTER.get((name, s["before"], s["after"]))
+    return f"OPEN in this run; killed since by {test}" if test else "OPEN"
 
 
 def _merge(path: Path, mods: list[dict[str, Any]]) -> dict[str, Any]:

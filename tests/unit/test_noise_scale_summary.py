@@ -64,3 +64,14 @@ def test_no_point_without_tokens() -> None:
     # Two ranks counted but no token (never sent by local_sums; a reduced vector is still
     # checked): no point, and no division by zero.
     assert point_from_sums(np.array([1.0, 2.0, 0.0, 0.0, 0.0, 2.0])) is None
+
+
+def test_no_estimate_when_mean_g2_is_zero() -> None:
+    assert b_simple([Point(g2=1.0, s=1.0), Point(g2=-1.0, s=2.0)]) is None
+
+
+def test_the_bootstrap_draws_every_point() -> None:
+    """Two points of ratio 1 and 3: resampled pairs give 1, 2 or 3, so the 10-90% interval is
+    exactly [1, 3]; a bootstrap that skipped a point would collapse it."""
+    got = b_simple([Point(g2=1.0, s=1.0), Point(g2=1.0, s=3.0)])
+    assert (got["b_simple_tokens"], got["p10"], got["p90"]) == (2.0, 1.0, 3.0), got
