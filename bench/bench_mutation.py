@@ -116,6 +116,8 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("horovod_torch_tokens", "t_bwd = [0.0]", "t_bwd = [1.0]"): _TIMING,
     ("horovod_torch_tokens", "t_bwd[0] = time.time()  # backward starts as soon as this returns",
      "t_bwd[0] = None  # backward starts as soon as this returns"): _TIMING,
+    ("horovod_torch_scale", "t_bwd[0] = time.time()  # backward starts as soon as this returns",
+     "t_bwd[0] = None  # backward starts as soon as this returns"): _TIMING,
     ("horovod_torch_tokens",
      'handle = hvd.allreduce_async(tokens, op=hvd.Sum, name="hvdscale.tokens")  # hvd:',
      'handle = hvd.allreduce_async(tokens, op=hvd.Sum, name="XXhvdscale.tokensXX")  # hvd:'):
