@@ -130,6 +130,15 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
 KILLED_AFTER: dict[tuple[str, str, str], str] = {
     ("noise_scale", "if g2.mean() <= 0:", "if g2.mean() < 0:"):
         "test_noise_scale_summary.py::test_no_estimate_when_mean_g2_is_zero",
+    ("doctor_network", 'first = [a[0] for a in hosts[0]["addresses"]]',
+     'first = [a[0] for a in hosts[1]["addresses"]]'):
+        "test_doctor_named_interface.py::test_common_names_keep_the_first_hosts_order",
+    ("doctor_network", 'if len(hosts) <= 1 and planned_hosts <= 1:',
+     'if len(hosts) <= 2 and planned_hosts <= 1:'):
+        "test_doctor_named_interface.py::test_one_host_and_its_boundaries",
+    ("doctor_network", 'if len(hosts) <= 1 and planned_hosts <= 1:',
+     'if len(hosts) <= 1 and planned_hosts <= 2:'):
+        "test_doctor_named_interface.py::test_one_host_and_its_boundaries",
 }
 """Survivors of the recorded run killed by a test written after it (seen failing with the mutant
 applied by hand): still counted as survivors until the module is run again."""

@@ -45,3 +45,20 @@ def test_the_named_interface_is_the_one_reported(no_naming: pytest.MonkeyPatch, 
 def test_a_named_interface_rank_0_lacks_fails(no_naming: pytest.MonkeyPatch) -> None:
     no_naming.setenv("GLOO_SOCKET_IFNAME", "ib0")
     assert network.check_common([_host(2), _host(3)], 2).status == FAIL
+
+
+def test_common_names_keep_the_first_hosts_order(no_naming: pytest.MonkeyPatch) -> None:
+    a, b = _host(2), _host(3)
+    b["addresses"] = [b["addresses"][1], b["addresses"][0], ["ib0", "10.9.0.3", "255.255.255.0"]]
+    assert network.common_names([a, b]) == ["eth0", "ens6"]
+    assert network.common_names([a]) == ["eth0", "ens6"]
+
+
+def test_one_host_and_its_boundaries(no_naming: pytest.MonkeyPatch) -> None:
+    one = [_host(2)]
+    assert network.check_common(one, 1).value.startswith("one host")
+    assert network.check_common(one, 2).status != OK  # a second host planned, none seen
+    two = [_host(2), _host(3)]
+    assert network.check_common(two, 1).value.startswith("eth0 (10.0.0.2) chosen")
+    lone = [_host(2), {"addresses": [["ib0", "10.9.0.3", "255.255.255.0"]], "stats": {}}]
+    assert network.check_common(lone, 2).status == FAIL
