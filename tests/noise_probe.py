@@ -43,4 +43,11 @@ def check_probe_leaves_training_alone(framework: str, strategy: str, world: Any,
         assert ns["b_simple_tokens"] is None and "two contributing" in ns["why"], ns
     else:
         assert ns["points"] == 3 and ns["global_batch_tokens"] > 0
-        assert ns["why"] is None or "not positive" in ns["why"], ns
+        # A null estimate only where the recorded points give none (issue 39: an estimate
+        # dropped between b_simple and the record passed here before).
+        g2 = [p["g2"] for p in ns["per_point"]]
+        if sum(g2) > 0:
+            assert ns["why"] is None and ns["b_simple_tokens"] is not None, ns
+            assert ns["p10"] <= ns["b_simple_tokens"] <= ns["p90"], ns
+        else:
+            assert ns["b_simple_tokens"] is None and "not positive" in ns["why"], ns

@@ -37,6 +37,9 @@ phase benchmarks python bench/check_benchmarks.py
 phase system-deps bash launch/ci_system_deps.sh
 phase single "${PYTEST[@]}" tests/unit tests/integration --junitxml="$REPORTS/single.xml" \
   ${HVDSCALE_TEST_SELECT:+-k "$HVDSCALE_TEST_SELECT"}
+# Issue 39: mutmut over the side channel's wire checks and the token-weighted reduction's slice
+# (bench/bench_mutation.py, targets marked ci): a test that cannot fail there fails this phase.
+phase mutation-slice timeout 900 nice -n 5 python bench/bench_mutation.py --ci --json ""
 phase mpirun-np2 timeout 1200 mpirun -np 2 --tag-output "${PYTEST[@]}" tests/mpi
 phase horovodrun-gloo-np2 timeout 1200 horovodrun -np 2 --gloo "${PYTEST[@]}" tests/mpi
 phase mpirun-np3 timeout 900 mpirun -np 3 --oversubscribe --tag-output "${PYTEST[@]}" tests/mpi \

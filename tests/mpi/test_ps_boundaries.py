@@ -130,3 +130,29 @@ def test_worker_checks_the_servers_row_ids(comm_world, monkeypatch) -> None:
         monkeypatch.setattr(sparse_exchange.SparseExchange, "send_params", send_params)
     _one_error_everywhere(sparse_config("torch", "ps", "sgd", "strategy.ps.sparse_embeddings=on"),
                           comm_world, "outside its rows")
+
+
+def test_worker_checks_row_ids_at_the_tables_end(comm_world, monkeypatch) -> None:
+    """Server 0 replies with every row id equal to its segment's row count (one past the last
+    row, issue 39): refused as outside the rows, never written (nor an IndexError)."""
+    if comm_world.rank == 0:
+        real = sparse_exchange.SparseExchange.send_params
+
+        def send_params(self: Any, unions: Any) -> Any:
+            emb = [g for g in self.segs[self.ps.rank] if g.sparse_capable]
+            end = {id(u): g.rows for u, g in zip(unions, emb, strict=True) if u is not None}
+
+            def change(b: Any, tag: int) -> Any:
+                if tag == sparse_exchange.PIDS_TAG and id(b) in end:
+                    return np.full_like(b, end[id(b)])
+                return b
+
+            comm, self.ps.comm = self.ps.comm, Tamper(self.ps.comm, change)
+            try:
+                return real(self, unions)
+            finally:
+                self.ps.comm = comm
+
+        monkeypatch.setattr(sparse_exchange.SparseExchange, "send_params", send_params)
+    _one_error_everywhere(sparse_config("torch", "ps", "sgd", "strategy.ps.sparse_embeddings=on"),
+                          comm_world, "outside its rows")

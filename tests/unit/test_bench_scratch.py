@@ -16,14 +16,57 @@ sys.path.insert(0, str(BENCH))
 
 from scratch import UnsafeScratch, scratch_dir  # noqa: E402
 
-SCRIPTS = ("bench_predict_validate.py", "bench_fusion.py", "bench_comm_model.py")
+SCRIPTS = ("bench_predict_validate.py", "bench_comm_model.py")
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_no_fixed_scratch_name(script: str) -> None:
+    # A lint only: bench_fusion's behaviour is tested below (issue 39: a grep passed with a
+    # fixed folder built without the literal).
     text = (BENCH / script).read_text()
     assert '"/tmp/' not in text, f"{script} still names a fixed directory under /tmp"
     assert "scratch_dir(" in text
+
+
+class _Planned(Exception):
+    """Raised where the fusion bench would start its sweep: the work directory is chosen."""
+
+
+def _fusion_work_dirs(argv: list[str], runs: int, monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The directory each of ``runs`` runs of bench_fusion.main() plans its sweep into."""
+    import bench_fusion
+
+    seen: list[Path] = []
+
+    def plan(config: Path, grid: object, out: Path, sets: object) -> None:
+        seen.append(Path(out).parent)
+        raise _Planned
+
+    monkeypatch.setattr(bench_fusion.fusion, "plan_fusion", plan)
+    monkeypatch.setattr(sys, "argv", ["bench_fusion.py", *argv])
+    for _ in range(runs):
+        with pytest.raises(_Planned):
+            bench_fusion.main()
+    return seen
+
+
+def test_fusion_bench_takes_a_fresh_private_dir_each_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No --work: each run gets a new 0700 directory of its own in the temporary directory,
+    never a name another user could make first (issue 39, bench_fusion.py:107)."""
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    a, b = _fusion_work_dirs([], 2, monkeypatch)
+    assert a != b and a.parent == b.parent == tmp_path, (a, b)
+    for d in (a, b):
+        st = os.lstat(d)
+        assert stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700
+        assert st.st_uid == os.geteuid() and d.name.startswith("hvdscale-bench-fusion-")
+
+
+def test_fusion_bench_uses_the_named_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    work = tmp_path / "mine"
+    assert _fusion_work_dirs(["--work", str(work)], 1, monkeypatch) == [work]
+    assert stat.S_IMODE(os.lstat(work).st_mode) == 0o700
 
 
 def test_default_is_fresh_and_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,400 @@
+"""Mutation benchmark (issue 39): can the tests that claim a module fail when it is broken?
+
+A real mutation tool (mutmut, pinned in ``TOOL``) changes the module under test one small edit
+at a time (an operator, a constant, a comparison, a call dropped) and runs the tests that claim
+it after each edit; a mutant those tests still pass is a survivor. Each target is a module (or
+only its named functions, given to mutmut as a patch file of their lines) with its own tests:
+fast unit tests where they suffice, ``mpirun -np 2`` where only ranks can tell. Everything runs
+in a private scratch copy of the checkout, so the worktree is never mutated.
+
+A survivor is either killed by a new test or listed in ``EQUIVALENT`` (its old and new line as
+mutmut shows them) with one line saying why: no test can tell it apart, or it changes only what
+the target's tests do not claim (a step's timing lines inside a reduction's function). The score
+is killed over mutants not so explained; the goal is 90% per module, 100% for the side
+channel's wire checks and the token-weighted reductions (``Target.full``).
+
+    python bench/bench_mutation.py --only peers_wire          # one module, merged into the raw
+    python bench/bench_mutation.py --ci                       # the CI slice: exit 1 on a survivor
+    python bench/bench_mutation.py --render bench/results/mutation.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import difflib
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from scratch import scratch_dir  # noqa: E402
+
+TOOL = "mutmut==2.5.1"
+RAW = ROOT / "bench" / "results" / "mutation.json"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One module (or some of its functions) and the tests that claim it."""
+
+    name: str
+    path: str
+    tests: tuple[str, ...]
+    functions: tuple[str, ...] = ()  # "f", "Class.method", "Class.method.inner"; (): all
+    np: int = 0  # > 0: the tests run under mpirun -np np
+    full: bool = False  # the goal is every non-equivalent mutant killed
+    ci: bool = False  # in the CI slice (tests/run.sh phase "mutation-slice")
+    ci_tests: tuple[str, ...] = ()  # the slice's tests where fewer suffice (CI's time); (): tests
+
+
+_U = "tests/unit/"
+TARGETS = (
+    Target("peers_wire", "hvdscale/core/peers_wire.py",
+           (_U + "test_peers_wire.py", _U + "test_peers_replay.py", _U + "test_peers_hostile.py"),
+           full=True, ci=True,
+           # test_peers_hostile starts real peers (seconds a mutant); the wire's own tests kill
+           # every mutant of the full run without it.
+           ci_tests=(_U + "test_peers_wire.py", _U + "test_peers_replay.py")),
+    Target("sparse_rows", "hvdscale/strategies/sparse_rows.py",
+           (_U + "test_sparse_rows.py", _U + "test_sparse_bytes.py"), full=True),
+    Target("noise_scale", "hvdscale/train/noise_scale.py",
+           (_U + "test_noise_scale.py", _U + "test_noise_scale_summary.py"),
+           functions=("local_sums", "point_from_sums", "b_simple", "NoiseProbe.summary")),
+    Target("custom_shapes", "hvdscale/models/custom.py", (_U + "test_shape_mismatch.py",),
+           functions=("shape_mismatch",)),
+    Target("doctor_network", "hvdscale/doctor/network.py",
+           (_U + "test_doctor_named_interface.py", _U + "test_doctor.py"),
+           functions=("rendezvous_choice", "check_common", "common_names")),
+    Target("lr_rules", "hvdscale/train/lr.py", (_U + "test_lr_rules.py", _U + "test_lr_warmup.py")),
+    Target("rendezvous_choice", "hvdscale/core/rendezvous.py", (_U + "test_rendezvous.py",),
+           functions=("named_interfaces", "_is_named", "_joins", "_shared_address",
+                      "_interface_toward", "_rank0_plan", "job_addresses")),
+    Target("peers_addr", "hvdscale/core/peers_addr.py",
+           (_U + "test_peers.py", _U + "test_peers_hostile.py"),
+           functions=("valid_ipv4", "bind_address")),
+    Target("results_store", "hvdscale/records/store.py", (_U + "test_shared_results.py",)),
+    Target("batching_split", "hvdscale/core/batching/split.py",
+           (_U + "test_global_bucketing.py",)),
+    Target("lr_warmup", "hvdscale/core/lr_warmup.py", (_U + "test_lr_warmup.py",)),
+    Target("until", "hvdscale/train/until.py", (_U + "test_until.py",)),
+    Target("bundle_manifest", "launch/bundle_tool.py", (_U + "test_bundle_manifest.py",
+           "tests/integration/test_offline_bundle.py", "-k", "manifest"), functions=("check",)),
+    Target("horovod_torch_tokens", "hvdscale/frameworks/torch/horovod.py",
+           ("tests/mpi/test_exactness.py", "tests/mpi/test_bucketing.py", "-k",
+            "horovod_equals_one_process_on_union and shipped or average_op or "
+            "horovod_uneven_epoch and sum-momentum"),  # the last: a rank idles
+           functions=("HorovodTorch.step",), np=2, full=True),
+    # The CI slice's reduction: the loss scale's token weighting alone (a few mutants, one test).
+    Target("horovod_torch_scale", "hvdscale/frameworks/torch/horovod.py",
+           ("tests/mpi/test_exactness.py", "-k", "average_op"),
+           functions=("HorovodTorch.step.scale",), np=2, full=True, ci=True),
+    Target("ps_tokens", "hvdscale/strategies/param_server.py",
+           ("tests/mpi/test_exactness.py", "-k", "ps_equals_one_process_and_horovod"),
+           functions=("ParameterServer._exchange", "ParameterServer._sparse_exchange",
+                      "ParameterServer.step"), np=2, full=True),
+    Target("ddp_tokens", "hvdscale/frameworks/torch/ddp.py",
+           ("tests/mpi_ddp/test_ddp_exactness.py",),
+           functions=("DDPStrategy._tokens", "DDPStrategy._step", "DDPStrategy._idle_step"),
+           np=2, full=True),
+    Target("horovod_tf_tokens", "hvdscale/frameworks/tf/horovod.py",
+           ("tests/mpi_tf/test_tf_exactness.py",), functions=("HorovodTF._global_tokens",),
+           np=2, full=True),
+    Target("mwms_tokens", "hvdscale/frameworks/tf/mwms.py",
+           ("tests/mpi_mwms/test_mwms_exactness.py",),
+           functions=("MWMSTF._tokens_fn", "MWMSTF._global_tokens", "MWMSTF.step"),
+           np=2, full=True),
+)
+
+_TIMING = "timing only: a time the timeline records, never read by the gradient or the update"
+EQUIVALENT: dict[tuple[str, str, str], str] = {
+    ("horovod_torch_tokens", "t_start = time.time()", "t_start = None"): _TIMING,
+    ("horovod_torch_tokens", "t_bwd = [0.0]", "t_bwd = [1.0]"): _TIMING,
+    ("horovod_torch_tokens", "t_bwd[0] = time.time()  # backward starts as soon as this returns",
+     "t_bwd[0] = None  # backward starts as soon as this returns"): _TIMING,
+    ("horovod_torch_scale", "t_bwd[0] = time.time()  # backward starts as soon as this returns",
+     "t_bwd[0] = None  # backward starts as soon as this returns"): _TIMING,
+    ("horovod_torch_tokens",
+     'handle = hvd.allreduce_async(tokens, op=hvd.Sum, name="hvdscale.tokens")  # hvd:',
+     'handle = hvd.allreduce_async(tokens, op=hvd.Sum, name="XXhvdscale.tokensXX")  # hvd:'):
+        "equivalent: the request's name is a label, the same on every rank either way",
+    ("noise_scale", "if count < 2 or tokens <= 0:", "if count < 2 or tokens <= 1:"):
+        "equivalent: two contributing ranks carry at least one token each, so tokens >= 2",
+}
+"""(module, line before, line after) of a mutant no test can tell apart: why, in one line."""
+
+KILLED_AFTER: dict[tuple[str, str, str], str] = {
+    ("noise_scale", "if g2.mean() <= 0:", "if g2.mean() < 0:"):
+        "test_noise_scale_summary.py::test_no_estimate_when_mean_g2_is_zero",
+    ("doctor_network", 'first = [a[0] for a in hosts[0]["addresses"]]',
+     'first = [a[0] for a in hosts[1]["addresses"]]'):
+        "test_doctor_named_interface.py::test_common_names_keep_the_first_hosts_order",
+    ("doctor_network", 'if len(hosts) <= 1 and planned_hosts <= 1:',
+     'if len(hosts) <= 2 and planned_hosts <= 1:'):
+        "test_doctor_named_interface.py::test_one_host_and_its_boundaries",
+    ("doctor_network", 'if len(hosts) <= 1 and planned_hosts <= 1:',
+     'if len(hosts) <= 1 and planned_hosts <= 2:'):
+        "test_doctor_named_interface.py::test_one_host_and_its_boundaries",
+}
+"""Survivors of the recorded run killed by a test written after it (seen failing with the mutant
+applied by hand): still counted as survivors until the module is run again."""
+
+
+def _function_lines(path: Path, names: tuple[str, ...]) -> set[int]:
+    """Line numbers (1-based) of the named functions' bodies, docstrings left out."""
+    found: dict[str, ast.AST] = {}
+
+    def walk(body: list[ast.stmt], prefix: str) -> None:  # "Class.method.inner" names
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.ClassDef):
+                found[prefix + node.name] = node
+                walk(node.body, f"{prefix}{node.name}.")
+
+    walk(ast.parse(path.read_text()).body, "")
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise SystemExit(f"bench_mutation: {path} has no function {', '.join(missing)}")
+    lines: set[int] = set()
+    for n in names:
+        body = found[n].body  # type: ignore[attr-defined]
+        if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]  # the docstring: mutating prose tells nothing
+        for stmt in body:
+            lines.update(range(stmt.lineno, stmt.end_lineno + 1))
+    return lines
+
+
+def _patch(copy: Path, target: Target) -> Path | None:
+    """A patch that adds exactly the target functions' lines (mutmut mutates only those)."""
+    if not target.functions:
+        return None
+    src = (copy / target.path).read_text().splitlines(keepends=True)
+    keep = _function_lines(copy / target.path, target.functions)
+    before = [line for i, line in enumerate(src, start=1) if i not in keep]
+    diff = difflib.unified_diff(before, src, target.path, target.path, n=0)
+    out = copy / ".mutation.patch"
+    out.write_text("".join(diff))
+    return out
+
+
+def _copy_checkout(dest: Path) -> None:
+    """The checkout's tracked and untracked (not ignored) files, into ``dest``."""
+    names = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
+                           capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, names):
+        src, dst = ROOT / name, dest / name
+        if not src.exists() and not src.is_symlink():
+            continue  # deleted in the worktree, not yet in git
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            dst.symlink_to(os.readlink(src))
+        else:
+            shutil.copy2(src, dst)
+
+
+def _runner(target: Target) -> str:
+    pytest = f"{sys.executable} -m pytest -x -q -p no:cacheprovider --color=no"
+    tests = " ".join(f"'{t}'" if " " in t else t for t in target.tests)
+    if target.np:
+        return f"timeout 600 mpirun -np {target.np} {pytest} {tests}"
+    return f"timeout 600 {pytest} {tests}"
+
+
+def _statuses(copy: Path) -> list[dict[str, Any]]:
+    """Every mutant mutmut made: id, status, line number and line."""
+    db = sqlite3.connect(copy / ".mutmut-cache")
+    rows = db.execute("SELECT m.id, m.status, l.line_number, l.line FROM Mutant m "
+                      "JOIN Line l ON m.line = l.id ORDER BY m.id").fetchall()
+    db.close()
+    return [{"id": i, "status": s, "line": n + 1, "text": t} for i, s, n, t in rows]
+
+
+def _diff(copy: Path, mutant: int, env: dict[str, str]) -> tuple[str, str]:
+    """(line before, line after) of one mutant, as ``mutmut show`` gives them."""
+    out = subprocess.run(["mutmut", "show", str(mutant)], cwd=copy, env=env,
+                         capture_output=True, text=True, timeout=120).stdout.splitlines()
+    old = [x[1:].strip() for x in out if x.startswith("-") and not x.startswith("---")]
+    new = [x[1:].strip() for x in out if x.startswith("+") and not x.startswith("+++")]
+    return " / ".join(old), " / ".join(new)
+
+
+def run_target(target: Target, work: Path) -> dict[str, Any]:
+    """Mutate one target in a fresh copy of the checkout; its counts and survivors."""
+    copy = work / target.name
+    shutil.rmtree(copy, ignore_errors=True)
+    _copy_checkout(copy)
+    env = {**os.environ, "PYTHONPATH": str(copy), "OMP_NUM_THREADS": "1",
+           "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("HVDSCALE_TEST_REPORTS", None)  # a mutant's failing junit files are not CI's
+    cmd = ["nice", "-n", "10", "mutmut", "run", "--paths-to-mutate", target.path,
+           "--runner", _runner(target), "--tests-dir", "tests", "--no-progress", "--simple-output",
+           "--test-time-base", "30"]  # a shared machine: a slow run is not a timeout
+    patch = _patch(copy, target)
+    if patch is not None:
+        cmd += ["--use-patch-file", str(patch)]
+    load_before, t0 = list(os.getloadavg()), time.monotonic()
+    r = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True)
+    seconds, load_after = time.monotonic() - t0, list(os.getloadavg())
+    crash = None
+    if r.returncode & 1:  # a fatal error: keep what it tested before, say so, never hide it
+        if not (copy / ".mutmut-cache").exists() or not _statuses(copy):
+            raise SystemExit(f"bench_mutation: mutmut failed on {target.name} (exit "
+                             f"{r.returncode}): {(r.stdout + r.stderr).strip()[-600:]}")
+        crash = (r.stdout + r.stderr).strip().splitlines()[-1]
+    return collect(target, copy, env, {"seconds": seconds, "load_before": load_before,
+                                       "load_after": load_after, "tool_error": crash})
+
+
+def collect(target: Target, copy: Path, env: dict[str, str],
+            run: dict[str, Any]) -> dict[str, Any]:
+    """The raw entry of a target from mutmut's cache in ``copy`` and the run's own facts."""
+    mutants = _statuses(copy)
+    count = {s: sum(m["status"] == s for m in mutants) for s in
+             ("ok_killed", "bad_survived", "bad_timeout", "ok_suspicious", "skipped", "untested")}
+    survivors = []
+    for m in mutants:
+        if m["status"] in ("bad_survived", "bad_timeout", "ok_suspicious"):
+            old, new = _diff(copy, m["id"], env)
+            why = EQUIVALENT.get((target.name, old, new))
+            survivors.append({"line": m["line"], "status": m["status"], "before": old,
+                              "after": new, "equivalent": why})
+    untested = [m["line"] for m in mutants if m["status"] in ("skipped", "untested")]
+    return {**asdict(target), "tool": TOOL, "runner": _runner(target), **run,
+            "mutants": len(mutants), "killed": count["ok_killed"],
+            "survived": count["bad_survived"], "timed_out": count["bad_timeout"],
+            "suspicious": count["ok_suspicious"], "untested": len(untested),
+            "untested_lines": untested, "survivors": survivors}
+
+
+def restamp(raw: dict[str, Any]) -> dict[str, Any]:
+    """The raw result with each survivor's reason taken from ``EQUIVALENT`` as it is now (a
+    survivor explained after its run needs no rerun; one no longer listed is OPEN again)."""
+    for m in raw["modules"]:
+        for s in m["survivors"]:
+            s["equivalent"] = EQUIVALENT.get((m["name"], s["before"], s["after"]))
+    return raw
+
+
+def score(mod: dict[str, Any]) -> tuple[int, int, float]:
+    """(equivalent mutants, non-equivalent mutants, share of those killed) of one module."""
+    eq = sum(1 for s in mod["survivors"] if s["equivalent"])
+    real = mod["mutants"] - eq - mod["untested"]
+    return eq, real, (mod["killed"] / real if real else 1.0)
+
+
+def meets_goal(mod: dict[str, Any]) -> bool:
+    return score(mod)[2] >= (1.0 if mod["full"] else 0.9)
+
+
+def render(raw: dict[str, Any]) -> str:
+    """The per-module table and the survivors, from the raw result alone."""
+    out = [f"{raw['tool']}; each module against the tests named in bench/bench_mutation.py; "
+           "score = killed / (mutants - explained); goal 90%, 100% where marked *.", "",
+           "| module | mutants | killed | survived | timed out | explained | score | goal met |"
+           " seconds | load 1-min before/after |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for m in raw["modules"]:
+        eq, _, sc = score(m)
+        out.append(f"| {m['name']}{' *' if m['full'] else ''} | {m['mutants']} | {m['killed']} "
+                   f"| {m['survived']} | {m['timed_out']} | {eq} | {100 * sc:.1f}% | "
+                   f"{_goal(m)} | {m['seconds']:.0f} | "
+                   f"{m['load_before'][0]:.1f}/{m['load_after'][0]:.1f} |")
+    for m in raw["modules"]:
+        if m.get("tool_error") or m["untested"]:
+            out += ["", f"{m['name']}: {m['untested']} mutants not tested (lines "
+                    f"{', '.join(map(str, m.get('untested_lines', [])))})"
+                    + (f"; mutmut stopped with: {m['tool_error']}" if m.get("tool_error") else "")]
+    ran = {m["name"] for m in raw["modules"]}
+    missing = [t.name for t in TARGETS if t.name not in ran]
+    if missing:
+        out += ["", f"Not run yet: {', '.join(missing)}."]
+    out += ["", "Survivors (line: before -> after: why explained, or OPEN):", ""]
+    for m in raw["modules"]:
+        for s in m["survivors"]:
+            out.append(f"- {m['name']}:{s['line']} `{s['before']}` -> `{s['after']}`"
+                       f"{' (' + s['status'] + ')' if s['status'] != 'bad_survived' else ''}: "
+                       f"{s['equivalent'] or _after(m['name'], s)}")
+    if not any(m["survivors"] for m in raw["modules"]):
+        out.append("- none")
+    return "\n".join(out) + "\n"
+
+
+def _goal(m: dict[str, Any]) -> str:
+    if not meets_goal(m):
+        return "NO"
+    return "yes, of those tested" if m["untested"] else "yes"
+
+
+def _after(name: str, s: dict[str, Any]) -> str:
+    test = KILLED_AFTER.get((name, s["before"], s["after"]))
+    return f"OPEN in this run; killed since by {test}" if test else "OPEN"
+
+
+def _merge(path: Path, mods: list[dict[str, Any]]) -> dict[str, Any]:
+    """The raw file with ``mods`` in place of their earlier entries, in TARGETS' order."""
+    raw = json.loads(path.read_text()) if path.is_file() else {"tool": TOOL, "modules": []}
+    by_name = {m["name"]: m for m in raw["modules"]} | {m["name"]: m for m in mods}
+    order = [t.name for t in TARGETS]
+    raw["modules"] = sorted(by_name.values(),
+                            key=lambda m: order.index(m["name"]) if m["name"] in order else 99)
+    raw["tool"] = TOOL
+    return raw
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the chosen targets (all by default), merge them into the raw file, print the table."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", default="", help="comma-separated target names")
+    ap.add_argument("--ci", action="store_true",
+                    help="the CI slice; exit 1 when a mutant survives that is not equivalent")
+    ap.add_argument("--json", default=str(RAW), help="raw file to merge into ('' : none)")
+    ap.add_argument("--work", default=None, help="scratch directory (default: a fresh one)")
+    ap.add_argument("--render", default="", help="print the table of a raw file and stop")
+    ap.add_argument("--restamp", action="store_true",
+                    help="re-read the survivors' reasons from EQUIVALENT into --json and stop")
+    args = ap.parse_args(argv)
+    if args.render:
+        print(render(json.loads(Path(args.render).read_text())), end="")
+        return 0
+    if args.restamp:
+        raw = restamp(json.loads(Path(args.json).read_text()))
+        Path(args.json).write_text(json.dumps(raw, indent=1) + "\n")
+        return 0
+    names = [n for n in args.only.split(",") if n]
+    unknown = sorted(set(names) - {t.name for t in TARGETS})
+    if unknown:
+        print(f"bench_mutation: no target {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    if shutil.which("mutmut") is None:
+        print(f"bench_mutation: mutmut is not installed (pip install '{TOOL}')", file=sys.stderr)
+        return 2
+    chosen = [replace(t, tests=t.ci_tests) if args.ci and t.ci_tests else t for t in TARGETS
+              if (t.name in names if names else not args.ci or t.ci)]
+    work = scratch_dir(args.work, "hvdscale-bench-mutation-")
+    mods = []
+    for t in chosen:
+        print(f"mutating {t.path} ({', '.join(t.functions) or 'whole module'})",
+              file=sys.stderr, flush=True)
+        mods.append(run_target(t, work))
+    raw = _merge(Path(args.json), mods) if args.json else {"tool": TOOL, "modules": mods}
+    if args.json:
+        Path(args.json).write_text(json.dumps(raw, indent=1) + "\n")
+    print(render({"tool": TOOL, "modules": mods}), end="")
+    if args.work is None:
+        shutil.rmtree(work, ignore_errors=True)
+    # CI: every mutant tested (a tool crash fails too) and every survivor explained.
+    ok = all(meets_goal(m) and not m["untested"] and not m.get("tool_error") for m in mods)
+    return 0 if ok or not args.ci else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
