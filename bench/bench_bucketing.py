@@ -141,7 +141,7 @@ def work_imbalance(sets: list[str], np_: int) -> dict:
     proportional to work: 1 - sum over steps of the mean rank's work / sum of the most."""
     from hvdscale.config import load_config
     from hvdscale.core.batching import build_schedule, local_summary, make_plan
-    from hvdscale.core.data import load_corpus
+    from hvdscale.corpora.corpus import load_corpus
 
     cfg = load_config(Path("configs/demo.yaml"), sets)
     rnn, proj = macs_per_slot({"hidden_size": cfg.model.hidden_size,

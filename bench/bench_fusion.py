@@ -32,8 +32,9 @@ from pathlib import Path
 from emit import emit  # bench/ is on sys.path when a script runs
 from scratch import scratch_dir
 
-from hvdscale.study import fusion, fusion_report
-from hvdscale.study.recommend import paired_ratios, recommend
+from hvdscale.study.fusion import horovod as fusion
+from hvdscale.study.fusion import report as fusion_report
+from hvdscale.study.paired.recommend import paired_ratios, recommend
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ("configs/commheavy_torch.yaml", "configs/demo.yaml")

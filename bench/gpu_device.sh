@@ -101,6 +101,6 @@ batch() {
   done
 }
 stage batch 120 batch
-"$PY" -m hvdscale.study.gpu_limit "$OUT" > "$OUT/limit.md" 2>&1 || failed+=("limit")
+"$PY" -m hvdscale.study.stepcost.gpu_limit "$OUT" > "$OUT/limit.md" 2>&1 || failed+=("limit")
 echo "== done $(date -u +%T); results in $OUT${failed[*]:+; failed: ${failed[*]}}"
 [ ${#failed[@]} -eq 0 ]

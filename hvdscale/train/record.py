@@ -15,9 +15,9 @@ from hvdscale.core.world import hostname
 from hvdscale.records.store import record_key
 from hvdscale.strategies.base import Adapter, Strategy
 from hvdscale.train.context import RunContext
-from hvdscale.train.data import RunData
 from hvdscale.train.loop import LoopResult
 from hvdscale.train.memory import current_rss_mb, peak_rss_mb
+from hvdscale.train.rank_data import RunData
 
 
 def rank_entry(ctx: RunContext, strategy: Strategy, adapter: Adapter, data: RunData,

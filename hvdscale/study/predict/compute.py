@@ -150,7 +150,7 @@ def compute_from_rate(cfg: RunConfig, words_per_s: float | None, compute_ms: flo
 def estimate_words_per_step(cfg: RunConfig, batches: int = 20) -> float:
     """Mean real words per batch of one worker, from the config's own data."""
     from hvdscale.core.batching import make_plan
-    from hvdscale.core.data import load_corpus
+    from hvdscale.corpora.corpus import load_corpus
 
     corpus = load_corpus(cfg.data, cfg.model.data_kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
                          0, 1)

@@ -24,7 +24,7 @@ from hvdscale.study.predict.compute import (
 )
 from hvdscale.study.predict.cost import HOROVOD_DEFAULT_FUSION_MB, CommSetup, comm_time
 from hvdscale.study.predict.inputs import Network, gradient_bytes
-from hvdscale.study.sparse_bytes import gathered_tensor_bytes, ps_bytes
+from hvdscale.study.predict.sparse_bytes import gathered_tensor_bytes, ps_bytes
 
 STRATEGIES = ("ring", "ring-overlap", "ps-dedicated", "ps-sharded")
 LABELS = {"ring": "ring allreduce, no overlap", "ring-overlap": "ring allreduce, overlapped",

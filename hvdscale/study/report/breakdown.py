@@ -36,9 +36,9 @@ from __future__ import annotations
 from typing import Any
 
 from hvdscale.records.load import record_load
+from hvdscale.study.paired.rounds import round_of, untagged
 from hvdscale.study.report.decompose import CAUSES, PARTS, split_loss
 from hvdscale.study.report.noise import BUSY
-from hvdscale.study.rounds import round_of, untagged
 
 PART_LABELS = {"compute_slowdown": "compute slowdown", "exposed_comm": "exposed communication",
                "straggler_idle": "straggler idle", "unexplained": "unexplained (noise included)"}
@@ -84,7 +84,7 @@ def breakdowns(records: list[dict]) -> list[dict[str, Any]]:
     ok = [r for r in records if r.get("status") == "ok"]
     groups: dict[tuple[str, int], list[dict]] = {}
     for r in ok:
-        # The rounds of one point (``hvdscale.study.rounds`` tags the name) are one group.
+        # The rounds of one point (``hvdscale.study.paired.rounds`` tags the name) are one group.
         cfg = {**r.get("config", {}), "name": untagged(str(r.get("config", {}).get("name")))}
         groups.setdefault((repr(cfg), r["workers"]), []).append(r)
     out = []

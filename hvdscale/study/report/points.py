@@ -3,8 +3,9 @@
 spread, and its speedup and efficiency over the series' 1-worker point.
 
 speedup_N = words/s with N workers / words/s with 1 worker (same experiment and series), the
-median of the ratios of the rounds both measured (``hvdscale.study.recommend``'s paired ratios;
-the rounds from each record's tag, ``hvdscale.study.rounds``), with their range;
+median of the ratios of the rounds both measured (``hvdscale.study.paired.recommend``'s paired
+ratios;
+the rounds from each record's tag, ``hvdscale.study.paired.rounds``), with their range;
 efficiency = 100 * speedup_N / N. Workers are the ranks that compute: all ranks, except under a
 dedicated parameter server, whose serve-only ranks are not counted. A point counts its runs
 whose host was busy (``hvdscale.records.load``).
@@ -19,8 +20,8 @@ from typing import Any
 
 from hvdscale.records.experiment import differences, experiment_id, series_label
 from hvdscale.records.load import record_load
-from hvdscale.study.recommend import paired_summary
-from hvdscale.study.rounds import untagged, words_by_round
+from hvdscale.study.paired.recommend import paired_summary
+from hvdscale.study.paired.rounds import untagged, words_by_round
 
 MAD_SCALE = 1.4826
 """MAD x this estimates a normal spread's standard deviation (the benches' jitter)."""

@@ -21,9 +21,9 @@ from typing import Any
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.experiment import identity_id
 from hvdscale.records.store import load_records
-from hvdscale.study.lr_rules import rules_section
 from hvdscale.study.plotting import write_atomic
-from hvdscale.study.quality import plot_quality, quality_section
+from hvdscale.study.quality.lr_rules import rules_section
+from hvdscale.study.quality.time_to_quality import plot_quality, quality_section
 from hvdscale.study.report.breakdown import section as why_not_better
 from hvdscale.study.report.points import Experiment, collect
 from hvdscale.study.report.scaling_plot import plot_scaling
@@ -131,8 +131,8 @@ def write_report(results: str | Path, out: str | Path | None = None, plot: bool 
 def kind_sections(records: list[dict[str, Any]]) -> str:
     """Markdown of the latest gemm record and of the latest profile and batch records per
     config, from the modules that wrote them."""
-    from hvdscale.study import batch as batchsize
-    from hvdscale.study import gemm, profile
+    from hvdscale.study.stepcost import batch as batchsize
+    from hvdscale.study.stepcost import gemm, profile
 
     render = {"gemm": gemm.markdown, "profile": profile.markdown, "batch": batchsize.markdown}
     latest: dict[tuple, dict[str, Any]] = {}

@@ -8,7 +8,7 @@ ranks write the usual record. A point that fails (non-zero exit, time limit, no 
 ``redo``.
 
 With ``repeats`` > 1 the points run in interleaved rounds (``launches``): each launch's record
-is tagged with its round (``hvdscale.study.rounds``), so the report pairs the points of one
+is tagged with its round (``hvdscale.study.paired.rounds``), so the report pairs the points of one
 round, and a rerun fills only the rounds still missing. Before each launch the host's load is
 checked (``hvdscale.records.load``) and a busy host is warned about.
 """
@@ -189,7 +189,7 @@ def measured(records: list[dict[str, Any]], spec: SweepSpec, r: int,
     """The ok record of ``point`` in round ``r``, or None (always None under ``redo``).
 
     One round: any ok record of the point, as before rounds existed. Several: the record tagged
-    with round r (``hvdscale.study.rounds``), so a rerun fills only the missing rounds and a
+    with round r (``hvdscale.study.paired.rounds``), so a rerun fills only the missing rounds and a
     failed round stays empty instead of shifting the later ones.
     """
     if spec.redo:

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from hvdscale.records.experiment import strategy_label
-from hvdscale.study.quality import id_without, reached_at, source_name
-from hvdscale.study.recommend import WITHIN_NOISE, paired_ratios, ratio_summary, within_noise
-from hvdscale.study.rounds import by_round, round_of
+from hvdscale.study.paired.recommend import WITHIN_NOISE, paired_ratios, ratio_summary, within_noise
+from hvdscale.study.paired.rounds import by_round, round_of
+from hvdscale.study.quality.time_to_quality import id_without, reached_at, source_name
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,8 @@ _RULE_KEYS = ("scale_lr", "warmup_steps", "warmup_start_lr")
 
 
 def record_outcome(rec: Mapping[str, Any]) -> Outcome:
-    """A record against its own target (``hvdscale.study.quality``'s crossing; a diverged run
+    """A record against its own target (``hvdscale.study.quality.time_to_quality``'s crossing; a
+    diverged run
     or one whose verdict is ``reached: false`` never reaches it)."""
     q = rec["quality"]
     hit = None if q.get("diverged") else reached_at(rec)

@@ -4,7 +4,8 @@ Strong scaling divides a fixed global batch across ranks, so each rank runs a sm
 For a config this runs one rank (``independent``, no communication) at each per-rank batch size,
 through the sweep's own launch machinery (one launch per point, records in the results
 directory, points already recorded are skipped), then times the RNN layer's GEMMs
-(``hvdscale.study.gemm``) at the config's hidden size and the same batch sizes, with the run's
+(``hvdscale.study.stepcost.gemm``) at the config's hidden size and the same batch sizes, with the
+run's
 thread count. Relative to the largest batch, the words/s column is the ceiling on a rank's strong-
 scaling efficiency from compute alone when the largest batch is split into this size; the GEMM
 column shows how much of that loss the matrix multiplies explain.
@@ -43,7 +44,7 @@ def run_batch_sweep(config: str, batches: list[int], overrides: list[str] | None
     """
     from hvdscale.core.threads import resolve_threads
     from hvdscale.records.provenance import git_revision, versions
-    from hvdscale.study import gemm
+    from hvdscale.study.stepcost import gemm
     from hvdscale.study.sweep import plan, sweep
 
     overrides = list(overrides or [])

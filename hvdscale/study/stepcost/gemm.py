@@ -37,14 +37,14 @@ from typing import Any
 
 from hvdscale.errors import HvdscaleError
 from hvdscale.registry import FRAMEWORKS, LIBRARIES, check_framework
-from hvdscale.study.gemm_findings import (
+from hvdscale.study.plotting import figure
+from hvdscale.study.stepcost.gemm_findings import (
     batch_growth,
     findings_text,
     pretranspose_wins,
     result_label,
     slower_with_larger_batch,
 )
-from hvdscale.study.plotting import figure
 from hvdscale.study.sweep.names import parse_names
 
 VARIANTS = ("NN", "TN", "NT")

@@ -1,5 +1,5 @@
 """``hvdscale fusion``'s results: medians per point, the recommendation from paired per-round
-ratios over Horovod's defaults (``hvdscale.study.recommend``), paired gains over the
+ratios over Horovod's defaults (``hvdscale.study.paired.recommend``), paired gains over the
 references, and the outputs in the results directory: ``fusion.md`` (table and
 recommendation), ``fusion.json`` and ``fusion_heatmap.png``."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.config import OVERLAP_MODES
-from hvdscale.study.fusion_settings import HOROVOD_DEFAULT, Setting
+from hvdscale.study.fusion.settings import HOROVOD_DEFAULT, Setting
+from hvdscale.study.paired.recommend import paired_ratios, ratio_summary, recommend
 from hvdscale.study.plotting import pyplot, save
-from hvdscale.study.recommend import paired_ratios, ratio_summary, recommend
 
 
 def _med(xs: list[float]) -> float | None:
@@ -44,7 +44,7 @@ def analyze(rows: list[tuple[Setting, list[dict[str, Any] | None]]]) -> dict[str
     noise; else the defaults) as ``best``, with ``recommendation`` saying why; its paired gains
     over defaults, fusion off, autotune and independent replicas.
 
-    Each row's records are indexed by round (``hvdscale.study.rounds.by_round``), None for a
+    Each row's records are indexed by round (``hvdscale.study.paired.rounds.by_round``), None for a
     round whose launch failed: ratios pair round i with round i, never shifted records."""
     table = []
     by_kind: dict[str, list[dict | None]] = {}

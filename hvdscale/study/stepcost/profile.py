@@ -51,8 +51,8 @@ NOTES = {"graph_ops": {"fused": 212, "loop": 1522, "ratio": 7.1},
 def _batches(cfg: RunConfig) -> tuple[Any, int, int]:
     """An endless stream of this config's batches (as one rank of one) and the vocab sizes."""
     from hvdscale.core.batching import make_plan
-    from hvdscale.core.data import load_corpus
-    from hvdscale.train.data import vocab_sizes
+    from hvdscale.corpora.corpus import load_corpus
+    from hvdscale.train.rank_data import vocab_sizes
 
     corpus = load_corpus(cfg.data, cfg.model.data_kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
                          0, 1)

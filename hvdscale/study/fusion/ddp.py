@@ -5,7 +5,7 @@ them ready, into buckets of ``bucket_cap_mb`` (the first one too: torch's 1 MiB 
 applies only when no size is given, and every point here gives one), and each bucket is
 allreduced as soon as it is full. Every ``bucket_cap_mb`` is one launch through the sweep's
 machinery, rounds interleaved; DDP's default size (25 MiB) is the reference and the
-recommendation is the same paired per-round rule as Horovod's (``hvdscale.study.recommend``),
+recommendation is the same paired per-round rule as Horovod's (``hvdscale.study.paired.recommend``),
 so a report can put "Horovod tuned" beside "DDP tuned".
 """
 
@@ -21,9 +21,9 @@ from typing import Any
 
 from hvdscale.config import DDPConfig, load_config
 from hvdscale.errors import HvdscaleError
-from hvdscale.study.fusion_report import paired, words_per_round
-from hvdscale.study.fusion_settings import parse_floats
-from hvdscale.study.recommend import recommend
+from hvdscale.study.fusion.report import paired, words_per_round
+from hvdscale.study.fusion.settings import parse_floats
+from hvdscale.study.paired.recommend import recommend
 from hvdscale.study.sweep.hostfile import write_hostfile
 from hvdscale.study.sweep.launcher import read_out
 from hvdscale.study.sweep.plan import (
@@ -129,7 +129,7 @@ def run_buckets(spec: BucketSpec, say: Callable[[str], None] = print) -> dict[st
 
 def analyze(rows: Sequence[tuple[float | None, list[dict[str, Any] | None]]]) -> dict[str, Any]:
     """Medians per bucket size; the recommendation (paired per-round ratios over DDP's
-    default, the rule of ``hvdscale.study.recommend``) and the best size's paired gains.
+    default, the rule of ``hvdscale.study.paired.recommend``) and the best size's paired gains.
     Each row's records are indexed by round, None for a round whose launch failed."""
     table, recs_of = [], {}
     for mb, rounds in rows:

@@ -56,7 +56,7 @@ def by_round(recs: Sequence[dict[str, Any]], repeats: int) -> list[dict[str, Any
 
 def words_by_round(recs: Sequence[dict[str, Any]]) -> list[float | None]:
     """One point's words/s per round (``by_round`` over as many rounds as its records tag or
-    hold): what paired ratios (``hvdscale.study.recommend``) divide round by round."""
+    hold): what paired ratios (``hvdscale.study.paired.recommend``) divide round by round."""
     tags = [r for r in map(round_of, recs) if r is not None]
     n = max([len(recs), *(t + 1 for t in tags)])
     return [None if rec is None else rec["words_per_s"] for rec in by_round(recs, n)]
