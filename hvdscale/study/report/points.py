@@ -18,6 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from hvdscale.records import schema
 from hvdscale.records.experiment import differences, experiment_id, series_label
 from hvdscale.records.load import record_load
 from hvdscale.study.paired.recommend import paired_summary
@@ -109,7 +110,7 @@ def _idle_cells(rec: dict) -> tuple[str, str]:
 
 def _noise(p: Point, recs: list[dict]) -> Point:
     """``p`` with its runs' spread, rounds and busy runs."""
-    p.runs = [r["words_per_s"] for r in recs]
+    p.runs = [schema.words_per_s(r) for r in recs]
     p.wps_min, p.wps_max = min(p.runs), max(p.runs)
     p.wps_mad = MAD_SCALE * statistics.median(abs(x - p.words_per_s) for x in p.runs)
     p.rounds = words_by_round(recs)
@@ -132,19 +133,19 @@ def _point(label: str, ranks: int, recs: list[dict]) -> Point:
         batch_size=cfg.get("data", {}).get("batch_size", 0),
         steps=recs[-1]["measure"]["steps"],
         time_s=statistics.median(r["window_s"] for r in recs),
-        words_per_s=statistics.median(r["words_per_s"] for r in recs), repeats=len(recs),
+        words_per_s=statistics.median(schema.words_per_s(r) for r in recs), repeats=len(recs),
         jitter_ms=statistics.median(r["step_time"]["jitter"] for r in recs) * 1e3,
         placement=cfg.get("strategy", {}).get("ps", {}).get("placement", "")
         if cfg.get("strategy", {}).get("name") == "ps" else "",
         tokens_per_batch=bucketing.get("tokens_per_batch", 0) if bucketing.get("enabled") else 0,
-        real_tokens=_median_of(recs, lambda r: r["padding"]["window"]["words"]),
-        token_slots=_median_of(recs, lambda r: r["padding"]["window"]["slots"]),
+        real_tokens=_median_of(recs, lambda r: schema.padding(r)["window"]["words"]),
+        token_slots=_median_of(recs, lambda r: schema.padding(r)["window"]["slots"]),
         padded_pct=_median_of(recs, lambda r: 100 * r["padded_fraction"]),
         unbucketed_padded_pct=_median_of(
-            recs, lambda r: 100 * r["padding"]["epoch_unbucketed"]["padded_fraction"]),
+            recs, lambda r: 100 * schema.padding(r)["epoch_unbucketed"]["padded_fraction"]),
         pad_to_max_padded_pct=_median_of(
-            recs, lambda r: 100 * r["padding"]["epoch_pad_to_max"]["padded_fraction"]),
-        work_ratio=_median_of(recs, lambda r: r["padding"]["window"]["work_ratio"]),
+            recs, lambda r: 100 * schema.padding(r)["epoch_pad_to_max"]["padded_fraction"]),
+        work_ratio=_median_of(recs, lambda r: schema.padding(r)["window"]["work_ratio"]),
         idle_ms_per_step=_median_of(recs, lambda r: r["idle"]["idle_ms_per_step"]),
         idle_pct=_median_of(recs, lambda r: 100 * r["idle"]["idle_fraction"]),
         idle_per_rank=idle_ms, out_of_batches=out_of)
@@ -159,14 +160,15 @@ def collect(records: list[dict]) -> dict[str, Experiment]:
     first: dict[str, dict] = {}
     names: dict[str, list[str]] = defaultdict(list)
     for rec in records:
-        if rec.get("status") != "ok" or rec.get("kind", "run") != "run":
+        if not schema.ok_run(rec):
             continue
-        eid = experiment_id(rec["config"])
-        first.setdefault(eid, rec["config"])
-        name = untagged(rec["config"].get("name", "run"))
+        cfg = schema.config(rec)
+        eid = experiment_id(cfg)
+        first.setdefault(eid, cfg)
+        name = untagged(cfg.get("name", "run"))
         if name not in names[eid]:
             names[eid].append(name)
-        by[eid][series_label(rec["config"])][rec["ranks"]].append(rec)
+        by[eid][series_label(cfg)][schema.ranks(rec)].append(rec)
     diffs = differences(first)
     out: dict[str, Experiment] = {}
     for eid, series in by.items():

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.config import load_config, to_dict
+from hvdscale.records.schema import SCHEMA_VERSION
 from hvdscale.study.plotting import figure
 
 STRATEGY = "independent"  # one rank, no communication: compute speed only
@@ -69,7 +70,7 @@ def run_batch_sweep(config: str, batches: list[int], overrides: list[str] | None
                       gemm.GemmSpec([h], batches, threads=threads, repeats=GEMM_REPEATS))
     res = g["frameworks"][0]
     return {
-        "schema": 1, "kind": "batch", "status": "ok", "started": started,
+        "schema": SCHEMA_VERSION, "kind": "batch", "status": "ok", "started": started,
         "finished": datetime.now(UTC).isoformat(timespec="seconds"), "name": cfg.name,
         "framework": cfg.framework, "config": to_dict(cfg), "strategy": STRATEGY,
         "hidden": h, "threads": threads, "points": points,

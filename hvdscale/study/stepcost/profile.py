@@ -34,6 +34,7 @@ from typing import Any
 from hvdscale.config import RunConfig, load_config, tf32_in_force, to_dict
 from hvdscale.errors import HvdscaleError
 from hvdscale.frameworks.profiling import PHASES, ProfileSteps
+from hvdscale.records.schema import SCHEMA_VERSION
 from hvdscale.registry import check_framework
 
 IMPLS = ("fused", "loop")
@@ -173,7 +174,7 @@ def run_profile(config: str, overrides: list[str] | None = None, steps: int = 2,
     compiled = {k: impls["compiled"][k] / impls["fused"][k] for k in counts
                 if "compiled" in impls and k in impls["fused"] and impls["fused"][k]}
     return {
-        "schema": 1, "kind": "profile", "status": "ok", "started": started,
+        "schema": SCHEMA_VERSION, "kind": "profile", "status": "ok", "started": started,
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": socket.gethostname(), "name": cfg.name, "framework": cfg.framework,
         "config": to_dict(cfg), "steps": steps,

@@ -29,6 +29,7 @@ from typing import Any
 
 from hvdscale.config import to_dict
 from hvdscale.records.load import load_now
+from hvdscale.records.schema import SCHEMA_VERSION
 from hvdscale.records.store import append_record, record_key
 from hvdscale.study.sweep.hostfile import write_hostfile
 from hvdscale.study.sweep.launcher import (
@@ -145,7 +146,7 @@ def run_point(spec: SweepSpec, point: Point, hostfile_path: Path | None = None,
         why = error_summary(stderr, stdout=stdout)
         error = (f"exit {rc}: " if rc else "launch exited 0 but wrote no record: ") + why
     append_record(spec.out, {
-        "schema": 1, "status": "failed", "name": point.cfg.name, "started": started,
+        "schema": SCHEMA_VERSION, "status": "failed", "name": point.cfg.name, "started": started,
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "key": record_key(point.cfg), "ranks": point.ranks,
         "workers": point_workers(point.cfg, point.ranks), "config": to_dict(point.cfg),
