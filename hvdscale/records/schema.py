@@ -132,3 +132,19 @@ def startup(rec: Record) -> dict[str, Any] | None:
     """The start-up marks (``hvdscale.records.startup``), where the run recorded them."""
     value = rec.get("startup")
     return value if isinstance(value, dict) else None
+
+
+def idle(rec: Record) -> dict[str, Any]:
+    """Straggler idle: per computing rank its compute and idle seconds, their steps; ``{}`` where
+    the run did not measure it."""
+    return rec.get("idle") or {}
+
+
+def rank_times(rec: Record) -> list[dict[str, Any]]:
+    """Per rank, its step, compute and communication seconds over the measured window."""
+    return rec["rank_times"]
+
+
+def step_time(rec: Record) -> dict[str, Any]:
+    """The step-time statistics over the window (mean, jitter...)."""
+    return rec["step_time"]

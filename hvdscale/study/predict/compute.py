@@ -54,7 +54,7 @@ def _same_model(rec: dict, cfg: RunConfig) -> bool:
 
 def _rank_compute(rec: dict) -> list[float]:
     """Per computing rank, compute seconds per measured step."""
-    idle = rec.get("idle") or {}
+    idle = schema.idle(rec)
     steps = idle.get("steps") or schema.measured_steps(rec)
     return [p["compute_s"] / steps for p in idle.get("per_rank", [])]
 
@@ -62,7 +62,7 @@ def _rank_compute(rec: dict) -> list[float]:
 def critical_compute(rec: dict) -> float:
     """The run's own compute on a step's critical path: each step waits for its slowest rank,
     so a rank's compute plus its straggler idle, per step, averaged over ranks."""
-    idle = rec.get("idle") or {}
+    idle = schema.idle(rec)
     steps = idle.get("steps") or schema.measured_steps(rec)
     return float(np.mean([(p["compute_s"] + p.get("idle_s", 0.0)) / steps
                           for p in idle.get("per_rank", [])]))

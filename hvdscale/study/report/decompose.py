@@ -59,7 +59,7 @@ def baseline(base: list[dict]) -> Baseline:
     """The ``Baseline`` of 1-worker records (each with ``rank_times``)."""
     c1, g1 = [], []
     for r in base:
-        rt = r["rank_times"][0]
+        rt = schema.rank_times(r)[0]
         c1.append(rt["compute_s"] / rt["words"])
         g1.append((rt["step_s"] - rt["compute_s"]) / rt["steps"])
     return Baseline(statistics.median(schema.words_per_s(r) for r in base), statistics.median(c1),
@@ -74,11 +74,11 @@ def rank_parts(rec: dict, g1: float) -> list[dict[str, float]]:
     outside their steps (``meter.idle_times``): their idle is not taken out of the step time,
     so compute + comm + g1 == step (reading it as inside made their "communication" the
     negative of that wait)."""
-    info = rec.get("idle") or {}
+    info = schema.idle(rec)
     idle = {p["rank"]: p["idle_s"] for p in info.get("per_rank", [])}
     in_steps = info.get("synchronous", True)
     out = []
-    for rt in rec["rank_times"]:
+    for rt in schema.rank_times(rec):
         wait = idle.get(rt["rank"], 0.0)
         base = rt["steps"] * g1
         comm = rt["step_s"] - rt["compute_s"] - (wait if in_steps else 0.0) - base
@@ -109,7 +109,7 @@ def split_loss(rec: dict, base: list[dict]) -> dict[str, Any]:
         ``sends_nothing``, and the ``dominant`` part (``None`` when no part is above 0).
     """
     b = baseline(base)
-    T = rec["window_s"]
+    T = schema.window_s(rec)
     parts = rank_parts(rec, b.g1)
     n = len(parts)
     # Rank means, in seconds over the window.

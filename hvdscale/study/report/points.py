@@ -100,7 +100,7 @@ def _median_of(recs: list[dict], get: Any) -> float | None:
 
 def _idle_cells(rec: dict) -> tuple[str, str]:
     """Per-rank idle (ms/step) and ranks out of batches (idle steps), from one record."""
-    idle = rec.get("idle") or {}
+    idle = schema.idle(rec)
     per_rank = idle.get("per_rank", [])
     ms = " / ".join(f"r{p['rank']}: {p['idle_ms_per_step']:.1f}" for p in per_rank)
     out = ", ".join(f"r{p['rank']}: {p['idle_steps']} of {idle.get('steps', '?')}"
@@ -132,9 +132,9 @@ def _point(label: str, ranks: int, recs: list[dict]) -> Point:
         strategy=label, ranks=ranks, workers=recs[-1]["workers"],
         batch_size=cfg.get("data", {}).get("batch_size", 0),
         steps=recs[-1]["measure"]["steps"],
-        time_s=statistics.median(r["window_s"] for r in recs),
+        time_s=statistics.median(schema.window_s(r) for r in recs),
         words_per_s=statistics.median(schema.words_per_s(r) for r in recs), repeats=len(recs),
-        jitter_ms=statistics.median(r["step_time"]["jitter"] for r in recs) * 1e3,
+        jitter_ms=statistics.median(schema.step_time(r)["jitter"] for r in recs) * 1e3,
         placement=cfg.get("strategy", {}).get("ps", {}).get("placement", "")
         if cfg.get("strategy", {}).get("name") == "ps" else "",
         tokens_per_batch=bucketing.get("tokens_per_batch", 0) if bucketing.get("enabled") else 0,
