@@ -18,11 +18,6 @@ RUN_KIND = "run"  # a training run's record; other kinds: gemm, batch, profile, 
 Record = Mapping[str, Any]
 
 
-def stamp(kind: str | None = None) -> dict[str, Any]:
-    """The head of a new record: the schema version, and its kind when it is not a run's."""
-    return {"schema": SCHEMA_VERSION} if kind is None else {"schema": SCHEMA_VERSION, "kind": kind}
-
-
 def status(rec: Record) -> str | None:
     """``ok`` or ``failed``; ``None`` for a record that says neither."""
     return rec.get("status")
