@@ -143,3 +143,13 @@ def rank_times(rec: Record) -> list[dict[str, Any]]:
 def step_time(rec: Record) -> dict[str, Any]:
     """The step-time statistics over the window (mean, jitter...)."""
     return rec["step_time"]
+
+
+def quality(rec: Record) -> dict[str, Any]:
+    """Training to a target: its ``until``, evaluation curve, verdict and time to target."""
+    return rec["quality"]
+
+
+def quality_or_empty(rec: Record) -> dict[str, Any]:
+    """``quality``, or ``{}`` for a run that evaluated nothing."""
+    return rec.get("quality") or {}

@@ -21,6 +21,7 @@ from typing import Any
 
 from hvdscale.config import DDPConfig, load_config
 from hvdscale.errors import HvdscaleError
+from hvdscale.records import schema
 from hvdscale.study.fusion.report import paired, words_per_round
 from hvdscale.study.fusion.settings import parse_floats
 from hvdscale.study.paired.recommend import recommend
@@ -134,13 +135,13 @@ def analyze(rows: Sequence[tuple[float | None, list[dict[str, Any] | None]]]) ->
     table, recs_of = [], {}
     for mb, rounds in rows:
         recs = [r for r in rounds if r is not None]
-        wps = [r["words_per_s"] for r in recs]
+        wps = [schema.words_per_s(r) for r in recs]
         recs_of[label(mb)] = rounds
         table.append({"label": label(mb), "bucket_cap_mb": mb, "repeats": len(recs),
                       "words_per_s": statistics.median(wps) if wps else None,
                       "words_per_s_all": words_per_round(rounds),
                       "buckets": _bucket_count(recs[0]) if recs else None,
-                      "loadavg": [r.get("loadavg") for r in recs]})
+                      "loadavg": [schema.loadavg(r) for r in recs]})
     ref = label(DDP_DEFAULT_MB)
     rec = recommend({r["label"]: r["words_per_s_all"] for r in table
                      if r["bucket_cap_mb"] is not None}, ref)
@@ -154,7 +155,7 @@ def analyze(rows: Sequence[tuple[float | None, list[dict[str, Any] | None]]]) ->
 
 
 def _bucket_count(rec: dict[str, Any]) -> int | None:
-    sizes = (rec.get("strategy") or {}).get("bucket_sizes")
+    sizes = schema.strategy_info(rec).get("bucket_sizes")
     return len(str(sizes).split(",")) if sizes else None
 
 
