@@ -49,8 +49,7 @@ def horovod_bytes(cfg_path: str, sets: list[str], np_: int) -> float:
     """Bytes one rank sends and receives per step under Horovod: a ring allreduce moves
     2(n-1)/n of its bytes each way; gathered embedding gradients go by allgather, (n-1) times
     one rank's rows each way (rows per framework as ``hvdscale.study.predict.sparse_bytes`` counts
-    them
-    on the data)."""
+    them on the data)."""
     from hvdscale.config import load_config
     from hvdscale.study.predict.inputs import gradient_bytes
     from hvdscale.study.predict.sparse_bytes import gathered_tensor_bytes

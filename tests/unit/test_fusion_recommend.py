@@ -2,8 +2,7 @@
 records: it picks the setting with the best paired ratio (not the best unpaired median), reports
 the spread, and refuses to recommend when the spread straddles 1.0. Rounds are paired by the
 round each record measured (``hvdscale.study.paired.rounds``), never by their order, so a failed
-launch
-leaves a gap instead of shifting every later round."""
+launch leaves a gap instead of shifting every later round."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Issue 33: the learning-rate rules (``optim.scale_lr``), the tracker's divergence rule, and the
 verdict on which rule reached a target first (``hvdscale.study.quality.lr_rules``), on crafted
-outcomes
-and records either side of the noise line."""
+outcomes and records either side of the noise line."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The report's time-to-quality section (hvdscale.study.quality.time_to_quality) on ordinary
-records: targets
-missed at one rank, runs with an evaluation curve but no target, runs stopped before their
-first evaluation, separate experiments, and the interpolated crossing it and bench_quality
-share."""
+records: targets missed at one rank, runs with an evaluation curve but no target, runs stopped
+before their first evaluation, separate experiments, and the interpolated crossing it and
+bench_quality share."""
 
 from __future__ import annotations
 

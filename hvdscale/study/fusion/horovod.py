@@ -6,8 +6,7 @@ records, skip of what is recorded). Repeats are interleaved: round r launches ev
 before round r+1 starts, so slow phases of a shared machine hit all points alike, and ratios
 are taken per round (paired); each launch's record is tagged with its round
 (``hvdscale.study.paired.rounds``), so a failed launch leaves its round empty instead of shifting
-the
-later ones. Horovod's defaults (128 MiB, 1 ms, hooks: verified in 0.28.1's
+the later ones. Horovod's defaults (128 MiB, 1 ms, hooks: verified in 0.28.1's
 ``horovod/common/operations.cc``), fusion off and, optionally, Horovod's autotuner's choice and
 independent replicas are measured the same way.
 Each launch also captures a few steps of Horovod's timeline after its measured window,

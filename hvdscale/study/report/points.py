@@ -4,8 +4,7 @@ spread, and its speedup and efficiency over the series' 1-worker point.
 
 speedup_N = words/s with N workers / words/s with 1 worker (same experiment and series), the
 median of the ratios of the rounds both measured (``hvdscale.study.paired.recommend``'s paired
-ratios;
-the rounds from each record's tag, ``hvdscale.study.paired.rounds``), with their range;
+ratios; the rounds from each record's tag, ``hvdscale.study.paired.rounds``), with their range;
 efficiency = 100 * speedup_N / N. Workers are the ranks that compute: all ranks, except under a
 dedicated parameter server, whose serve-only ranks are not counted. A point counts its runs
 whose host was busy (``hvdscale.records.load``).

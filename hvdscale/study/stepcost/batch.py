@@ -5,10 +5,9 @@ For a config this runs one rank (``independent``, no communication) at each per-
 through the sweep's own launch machinery (one launch per point, records in the results
 directory, points already recorded are skipped), then times the RNN layer's GEMMs
 (``hvdscale.study.stepcost.gemm``) at the config's hidden size and the same batch sizes, with the
-run's
-thread count. Relative to the largest batch, the words/s column is the ceiling on a rank's strong-
-scaling efficiency from compute alone when the largest batch is split into this size; the GEMM
-column shows how much of that loss the matrix multiplies explain.
+run's thread count. Relative to the largest batch, the words/s column is the ceiling on a rank's
+strong-scaling efficiency from compute alone when the largest batch is split into this size; the
+GEMM column shows how much of that loss the matrix multiplies explain.
 """
 
 from __future__ import annotations
