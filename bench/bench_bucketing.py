@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hvdscale.study.step_flops import FWD_BWD, lstm_flops_per_token
+from hvdscale.study.stepcost.step_flops import FWD_BWD, lstm_flops_per_token
 from hvdscale.study.sweep.single import launch_run
 
 EMBED, HIDDEN, VOCAB = 128, 256, 8000
@@ -123,7 +123,7 @@ def model_work_ratio(rec: dict) -> float:
 
 def work_per_slot(model: dict) -> tuple[int, int]:
     """(recurrence, output projection) training flops per token slot of the LM, as
-    hvdscale.study.step_flops counts them (the LM projects onto ``src_vocab``)."""
+    hvdscale.study.stepcost.step_flops counts them (the LM projects onto ``src_vocab``)."""
     h = model["hidden_size"]
     rnn = lstm_flops_per_token(model["embed_dim"], h, model["encoder_layers"])
     return rnn, FWD_BWD * 2 * h * model["src_vocab"]
@@ -137,7 +137,7 @@ def work_imbalance(sets: list[str], np_: int) -> dict:
     proportional to work: 1 - sum over steps of the mean rank's work / sum of the most."""
     from hvdscale.config import load_config
     from hvdscale.core.batching import build_schedule, local_summary, make_plan
-    from hvdscale.core.data import load_corpus
+    from hvdscale.corpora.corpus import load_corpus
 
     cfg = load_config(Path("configs/demo.yaml"), sets)
     rnn, proj = work_per_slot({"hidden_size": cfg.model.hidden_size,

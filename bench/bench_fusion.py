@@ -32,9 +32,10 @@ from pathlib import Path
 from emit import emit  # bench/ is on sys.path when a script runs
 from scratch import scratch_dir
 
-from hvdscale.study import fusion, fusion_report
-from hvdscale.study.fusion_settings import HOROVOD_DEFAULT, Setting
-from hvdscale.study.recommend import paired_ratios, recommend
+from hvdscale.study.fusion import horovod as fusion
+from hvdscale.study.fusion import report as fusion_report
+from hvdscale.study.fusion.settings import HOROVOD_DEFAULT, Setting
+from hvdscale.study.paired.recommend import paired_ratios, recommend
 from hvdscale.study.sweep.launcher import read_out
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ different rule (``none`` has nothing to ramp; ``legw`` is a warm-up rule). The w
 A diverged run (NaN, or a held-out loss above the initial weights') stops at once and never
 counts as reaching the target. Per rule: reached rounds, time and steps to target (median and
 range over rounds), statistical efficiency against the round's np=1 run (time-to-target
-speedup / throughput speedup), and the verdict of ``hvdscale.study.lr_rules`` (paired by
+speedup / throughput speedup), and the verdict of ``hvdscale.study.quality.lr_rules`` (paired by
 round). The raw file keeps every run's curve; ``--render`` recomputes everything from it.
 
     python bench/bench_lr_rules.py --out bench/results/lr_rules.json     # ~50 min, 3 rounds
@@ -35,9 +35,9 @@ from typing import Any
 
 from emit import quiet_label  # bench/ is on sys.path when a script runs
 
-from hvdscale.study.lr_rules import Outcome, rule_verdict
-from hvdscale.study.quality import crossing
-from hvdscale.study.time_to_target import pick_target, round_figures, run_to_target
+from hvdscale.study.quality.lr_rules import Outcome, rule_verdict
+from hvdscale.study.quality.time_to_quality import crossing
+from hvdscale.study.quality.time_to_target import pick_target, round_figures, run_to_target
 
 ROOT = Path(__file__).resolve().parents[1]
 MOMENTUM_LR = {"lm": 1.0, "nmt": 1.0}

@@ -22,7 +22,12 @@ from typing import Any
 
 from emit import quiet_label  # bench/ is on sys.path when a script runs
 
-from hvdscale.study.time_to_target import median_range, pick_target, round_figures, run_to_target
+from hvdscale.study.quality.time_to_target import (
+    median_range,
+    pick_target,
+    round_figures,
+    run_to_target,
+)
 
 ABOVE, BELOW = 2.0, 0.5
 """Global batch > ABOVE x B_simple: expect the weak gain lost; < BELOW x: expect it kept."""

@@ -96,8 +96,8 @@ def _harness(cfg: Any, hvd: Any) -> tuple[Any, Any]:
     """hvdscale's path, as a run builds it: adapter, HorovodTorch strategy, world; the loop's
     parts and this rank's first batch."""
     from hvdscale.core.batching import BatchPlan
-    from hvdscale.core.data import load_corpus
     from hvdscale.core.world import make_world
+    from hvdscale.corpora.corpus import load_corpus
     from hvdscale.frameworks.torch import HOROVOD, HorovodTorch, TorchAdapter
     from hvdscale.train.loop import LoopParts
 

@@ -171,8 +171,8 @@ def _harness(cfg: Any, hvd: Any, strategy: str) -> tuple[Any, Any]:
     ``independent``), world; the loop's parts (no progress report, as on ranks other than 0)
     and this rank's first batch."""
     from hvdscale.core.batching import BatchPlan
-    from hvdscale.core.data import load_corpus
     from hvdscale.core.world import make_world
+    from hvdscale.corpora.corpus import load_corpus
     from hvdscale.frameworks import tf as fw
     from hvdscale.frameworks.tf import HorovodTF
     from hvdscale.strategies.independent import Independent

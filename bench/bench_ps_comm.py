@@ -108,7 +108,7 @@ def ps_row(placement: str, servers: int, comm: Any, world: Any, steps: int, alph
     measured exchange time per step next to the prediction."""
     from hvdscale.config import load_config
     from hvdscale.core.batching import BatchPlan
-    from hvdscale.core.data import load_corpus
+    from hvdscale.corpora.corpus import load_corpus
     from hvdscale.frameworks.torch import TorchAdapter
     from hvdscale.strategies.param_server import ParameterServer
 

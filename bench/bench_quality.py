@@ -8,7 +8,8 @@ then np=2 strong (the same total batch) and np=2 weak (the same batch per rank),
 The target is chosen from the 1-rank curve: the 1-rank run trains to its time cap with no
 target, and the target is the held-out loss it had reached at 60% of its training time (so
 one rank reaches it in about 0.6 x the cap). Every np=2 run trains until that target (cap: 2 x
-the 1-rank cap). Time to target is computed from each run's curve by hvdscale.study.quality's
+the 1-rank cap). Time to target is computed from each run's curve by
+hvdscale.study.quality.time_to_quality's
 ``crossing`` (the report's too): linear interpolation of training time, steps and words between
 the last evaluation above the target and the first at or below it, for every run, np=1
 included; the measured stop (that first evaluation, up to one interval late) is shown beside
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.config.model import SCALE_LR_RULES
-from hvdscale.study.time_to_target import (
+from hvdscale.study.quality.time_to_target import (
     TARGET_AT,
     median_range,
     pick_target,

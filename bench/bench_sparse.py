@@ -6,7 +6,7 @@ server dense / sparse / auto (colocated), dense / sparse (dedicated server), Hor
 gathered. Bytes per step are one worker's sent + received bytes: for the parameter server
 the record's push + pull (counted by the servers over all workers) divided by its workers, for
 Horovod one rank's share of the ring and allgather from the touched rows measured on the data
-(``hvdscale.study.sparse_bytes``); words/s from the record.
+(``hvdscale.study.predict.sparse_bytes``); words/s from the record.
 Within a round each sparse variant is divided by its dense twin, and ``auto`` by the better
 fixed setting of that round; medians and min-max spreads over rounds are reported with the
 1-minute load before and after every run.
@@ -49,11 +49,11 @@ PAIRS = [("ps-colocated-sparse", "ps-colocated-dense"), ("ps-dedicated-sparse",
 def horovod_bytes(cfg_path: str, sets: list[str], np_: int) -> float:
     """Bytes one rank sends and receives per step under Horovod: a ring allreduce moves
     2(n-1)/n of its bytes each way; gathered embedding gradients go by allgather, (n-1) times
-    one rank's rows each way (rows per framework as ``hvdscale.study.sparse_bytes`` counts them
-    on the data)."""
+    one rank's rows each way (rows per framework as ``hvdscale.study.predict.sparse_bytes`` counts
+    them on the data)."""
     from hvdscale.config import load_config
     from hvdscale.study.predict.inputs import gradient_bytes
-    from hvdscale.study.sparse_bytes import gathered_tensor_bytes
+    from hvdscale.study.predict.sparse_bytes import gathered_tensor_bytes
 
     cfg = load_config(cfg_path, sets)
     dense = gradient_bytes(cfg)

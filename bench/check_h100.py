@@ -4,7 +4,7 @@ function below with its raw files' contents and looks for every returned line in
 
 Every figure there is a single run; the words/s, step times, counts and ratios are recomputed
 from the records (the GEMM findings from the curve's own rows, the limit table by
-``hvdscale.study.gpu_limit`` itself).
+``hvdscale.study.stepcost.gpu_limit`` itself).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 import statistics
 
-from hvdscale.study.gpu_limit import limit_rows
-from hvdscale.study.gpu_limit import markdown as limit_markdown
-from hvdscale.study.step_flops import achieved
+from hvdscale.study.stepcost.gpu_limit import limit_rows
+from hvdscale.study.stepcost.gpu_limit import markdown as limit_markdown
+from hvdscale.study.stepcost.step_flops import achieved
 
 H100 = "h100_2026-11-27/"
 GPU, CPU = H100 + "gpu/", H100 + "cpu/"
@@ -138,7 +138,7 @@ def h100_fit_validation(demo: list[dict]) -> list[str]:
 
 
 def h100_limit(seeds: list[dict], gemms: list[dict]) -> list[str]:
-    """The limit table's rows as ``python -m hvdscale.study.gpu_limit`` prints them."""
+    """The limit table's rows as ``python -m hvdscale.study.stepcost.gpu_limit`` prints them."""
     (g,) = [r for r in gemms if r.get("kind") == "gemm"]
     ok = [r for r in seeds if r.get("status") == "ok"]
     rows = limit_rows(ok, g)

@@ -112,8 +112,9 @@ def emit(result: dict[str, Any], json_path: str = "") -> dict[str, Any]:
 
 def paired(a: list[float], b: list[float]) -> dict[str, float] | None:
     """Per-round ratios a / b of two variants measured in the same rounds: median, min, max, n
-    (``hvdscale.study.recommend``'s paired summary, the one place the project pairs rounds)."""
-    from hvdscale.study.recommend import paired_summary
+    (``hvdscale.study.paired.recommend``'s paired summary, the one place the project pairs
+    rounds)."""
+    from hvdscale.study.paired.recommend import paired_summary
 
     s = paired_summary(a, b)
     return None if s is None else {k: s[k] for k in ("median", "min", "max", "n")}

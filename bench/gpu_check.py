@@ -90,8 +90,8 @@ def run_demo(impl: str, np: int, device: str, sets: list[str]) -> dict[str, Any]
 def _adapter(impl: str, device: str) -> Any:
     from hvdscale.config import load_config
     from hvdscale.core.batching import BatchPlan, per_rank_batch_size
-    from hvdscale.core.data import load_corpus
     from hvdscale.core.device import resolve_device
+    from hvdscale.corpora.corpus import load_corpus
     from hvdscale.frameworks.torch import TorchAdapter
 
     cfg = load_config(str(ROOT / "configs/demo.yaml"), [f"model.rnn_impl={impl}", *SMALL])

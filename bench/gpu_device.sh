@@ -103,7 +103,7 @@ st_batch() {
 }
 st_limit() {
   [ "$DEV" = cuda ] || echo "CPU REHEARSAL: the figures below are no GPU figures."
-  "$PY" -m hvdscale.study.gpu_limit "$OUT"
+  "$PY" -m hvdscale.study.stepcost.gpu_limit "$OUT"
 }
 if [ "${1:-}" = --stage ]; then  # a stage in a process of its own (see stage below)
   cd "$REPO" && "st_$2"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hvdscale.core.evalset import make_eval_set
+from hvdscale.corpora.evalset import make_eval_set
 from hvdscale.frameworks import load_framework
 from hvdscale.strategies import make_strategy
 from hvdscale.train.evaluate import Evaluator, eval_loss_sum

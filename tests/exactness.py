@@ -32,9 +32,9 @@ from hvdscale.core.batching import (
     make_schedule,
     per_rank_batch_size,
 )
-from hvdscale.core.data import concat_batches, load_corpus
 from hvdscale.core.device import CPU, Placement
 from hvdscale.core.world import is_gloo_launch
+from hvdscale.corpora.corpus import concat_batches, load_corpus
 from hvdscale.frameworks import load_framework
 from hvdscale.strategies import Strategy, make_strategy
 from tests.exactness_summary import note_strategy

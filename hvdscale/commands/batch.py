@@ -37,8 +37,8 @@ def handle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from hvdscale.records.store import append_record
-    from hvdscale.study import batch as batchsize
-    from hvdscale.study.gemm import parse_sizes
+    from hvdscale.study.stepcost import batch as batchsize
+    from hvdscale.study.stepcost.gemm import parse_sizes
 
     batches = parse_sizes(args.batch, "--batch")
     say = functools.partial(print, file=sys.stderr if args.json else sys.stdout, flush=True)

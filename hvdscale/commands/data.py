@@ -24,8 +24,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def handle(args: argparse.Namespace) -> int:
     """Extract, clean, write, and print the counts."""
+    from hvdscale.corpora.gettext_catalogs import catalog_files, extract, summary, write_corpus
     from hvdscale.errors import HvdscaleError
-    from hvdscale.study.gettext_corpus import catalog_files, extract, summary, write_corpus
 
     if args.max_len < 1:
         raise HvdscaleError(f"--max-len must be >= 1 (got {args.max_len})")

@@ -14,7 +14,7 @@ NAME = "fusion"
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """The ``fusion`` parser."""
-    from hvdscale.study.fusion import DEFAULT_CYCLES, DEFAULT_OVERLAPS, DEFAULT_THRESHOLDS
+    from hvdscale.study.fusion.horovod import DEFAULT_CYCLES, DEFAULT_OVERLAPS, DEFAULT_THRESHOLDS
 
     fu = subparsers.add_parser(
         NAME, help="sweep Horovod's fusion threshold x cycle time x overlap mode",
@@ -56,7 +56,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def handle(args: argparse.Namespace) -> int:
     """Plan (all input checked), run or resume the fusion sweep, print table and advice."""
-    from hvdscale.study import fusion, fusion_report
+    from hvdscale.study.fusion import horovod as fusion
+    from hvdscale.study.fusion import report as fusion_report
 
     if args.strategy == "ddp":
         return _handle_ddp(args)
@@ -94,8 +95,8 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _handle_ddp(args: argparse.Namespace) -> int:
-    """``--strategy ddp``: the bucket-size sweep (``hvdscale.study.fusion_ddp``)."""
-    from hvdscale.study import fusion_ddp
+    """``--strategy ddp``: the bucket-size sweep (``hvdscale.study.fusion.ddp``)."""
+    from hvdscale.study.fusion import ddp as fusion_ddp
     from hvdscale.study.sweep.plan import SweepRequest
 
     req = SweepRequest(args.config, [args.np], ["ddp"], launcher=args.launcher,

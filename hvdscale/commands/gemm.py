@@ -56,7 +56,7 @@ def handle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from hvdscale.records.store import append_record, check_writable
-    from hvdscale.study import gemm
+    from hvdscale.study.stepcost import gemm
 
     frameworks = gemm.parse_frameworks(args.framework)
     hidden = gemm.parse_sizes(args.hidden or gemm.DEFAULT_HIDDEN, "--hidden")

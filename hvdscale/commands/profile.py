@@ -34,7 +34,7 @@ def handle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from hvdscale.records.store import append_record, check_writable
-    from hvdscale.study import profile
+    from hvdscale.study.stepcost import profile
 
     if args.steps < 1:
         raise HvdscaleError(f"--steps must be >= 1 (got {args.steps})")

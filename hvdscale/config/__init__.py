@@ -5,7 +5,7 @@ keys, wrong types and out-of-range values are rejected with a message that names
 e.g. ``strategy.ps.num_servers must be >= 1 (got 0)``.
 """
 
-from hvdscale.config.data import BucketConfig, DataConfig, SyntheticConfig, TextConfig
+from hvdscale.config.data_source import BucketConfig, DataConfig, SyntheticConfig, TextConfig
 from hvdscale.config.load import apply_overrides, config_from_dict, load_config, to_dict
 from hvdscale.config.model import ModelConfig, OptimConfig
 from hvdscale.config.run import (

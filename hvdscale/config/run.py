@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from hvdscale.config.data import DataConfig
+from hvdscale.config.data_source import DataConfig
 from hvdscale.config.fields import check as _check
 from hvdscale.config.model import ModelConfig, OptimConfig
 from hvdscale.config.quality import UntilConfig

@@ -1,1 +1,2 @@
-"""What every rank runs: world, threads, supervision, device, meter, progress, data and batching."""
+"""What every rank runs: world, threads, supervision, device, meter, progress and batching (the
+data itself: hvdscale.corpora)."""

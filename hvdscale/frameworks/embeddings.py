@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from hvdscale.core.data import Batch
+from hvdscale.corpora.corpus import Batch
 from hvdscale.strategies.sparse_rows import EmbeddingTable
 
 

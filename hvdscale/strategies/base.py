@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from hvdscale.core.data import Batch
+from hvdscale.corpora.corpus import Batch
 from hvdscale.strategies.sparse_rows import EmbeddingTable
 
 Scale = float | Callable[[], float]

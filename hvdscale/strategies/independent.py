@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hvdscale.core.data import Batch
+from hvdscale.corpora.corpus import Batch
 from hvdscale.strategies.base import Strategy
 
 

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from hvdscale.config import PSConfig
-from hvdscale.core.data import Batch
+from hvdscale.corpora.corpus import Batch
 from hvdscale.strategies.base import Adapter, Strategy
 from hvdscale.strategies.sparse_exchange import SparseExchange, agree, token_problem
 from hvdscale.strategies.sparse_rows import align_bounds, check_tables, row_ranges

@@ -16,8 +16,8 @@ import time
 
 import numpy as np
 
-from hvdscale.core.evalset import EvalSet
 from hvdscale.core.world import World
+from hvdscale.corpora.evalset import EvalSet
 from hvdscale.strategies.base import Adapter
 
 

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hvdscale.core.batching import Schedule
-from hvdscale.core.data import Batch
 from hvdscale.core.faults import maybe_fault
 from hvdscale.core.meter import StepMeter
 from hvdscale.core.progress import ProgressReport
 from hvdscale.core.supervise import StepWatchdog, phase
 from hvdscale.core.world import World
+from hvdscale.corpora.corpus import Batch
 from hvdscale.strategies.base import Adapter, Strategy
 from hvdscale.train.memory import current_rss_mb
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from hvdscale.core.data import Batch
+from hvdscale.corpora.corpus import Batch
 
 
 @dataclass(frozen=True)

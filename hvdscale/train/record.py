@@ -12,12 +12,13 @@ from hvdscale.config import to_dict
 from hvdscale.core.batching import Schedule
 from hvdscale.core.meter import summarize
 from hvdscale.core.world import hostname
+from hvdscale.records.schema import SCHEMA_VERSION
 from hvdscale.records.store import record_key
 from hvdscale.strategies.base import Adapter, Strategy
 from hvdscale.train.context import RunContext
-from hvdscale.train.data import RunData
 from hvdscale.train.loop import LoopResult
 from hvdscale.train.memory import current_rss_mb, peak_rss_mb
+from hvdscale.train.rank_data import RunData
 
 
 def rank_entry(ctx: RunContext, strategy: Strategy, adapter: Adapter, data: RunData,
@@ -46,7 +47,7 @@ def build_record(ctx: RunContext, strategy: Strategy, adapter: Adapter, data: Ru
     summary = summarize(ranks, compute, strategy.synchronous)
     final_tokens = sum(r["last_tokens"] for r in ranks)
     return {
-        "schema": 1,
+        "schema": SCHEMA_VERSION,
         "status": "ok",
         "name": cfg.name,
         "started": ctx.started,

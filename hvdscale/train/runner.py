@@ -25,9 +25,9 @@ from hvdscale.core.world import World, is_gloo_launch, launch_rank, make_world
 from hvdscale.records.startup import summarize_startup
 from hvdscale.records.store import append_record, check_writable
 from hvdscale.train.context import RunContext
-from hvdscale.train.data import load_data
 from hvdscale.train.loop import LoopParts, train_loop
 from hvdscale.train.lr import scaled_optim
+from hvdscale.train.rank_data import load_data
 from hvdscale.train.record import build_record, rank_entry
 from hvdscale.train.shapes import check_same_shapes
 from hvdscale.train.until import make_tracker

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from hvdscale.config import MeasureConfig
-from hvdscale.core.data import Batch
-from hvdscale.core.evalset import make_eval_set
+from hvdscale.corpora.corpus import Batch
+from hvdscale.corpora.evalset import make_eval_set
 from hvdscale.errors import HvdscaleError
 from hvdscale.train.evaluate import Evaluator
 from hvdscale.train.noise_scale import NoiseProbe, why_not

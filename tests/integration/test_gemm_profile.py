@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hvdscale.study import profile
 from hvdscale.study.report.report import write_report
+from hvdscale.study.stepcost import profile
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}

@@ -17,8 +17,8 @@ import pytest
 
 from hvdscale.config import load_config
 from hvdscale.core.batching import BatchPlan, make_plan, make_schedule
-from hvdscale.core.data import load_corpus
 from hvdscale.core.world import is_gloo_launch
+from hvdscale.corpora.corpus import load_corpus
 from hvdscale.frameworks.torch import HorovodStrategy, TorchAdapter
 from hvdscale.strategies import make_strategy
 from tests.exactness import adapter, check_exact, reference, rel_change, worker_steps

@@ -18,8 +18,8 @@ import pytest
 
 from hvdscale.config import load_config
 from hvdscale.core.batching import GlobalPlan, make_plan, make_schedule
-from hvdscale.core.data import load_corpus
 from hvdscale.core.world import is_gloo_launch
+from hvdscale.corpora.corpus import load_corpus
 from hvdscale.frameworks import load_framework
 from hvdscale.strategies import make_strategy
 from tests.exactness import judge, reference, worker_steps

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from hvdscale.core.batching import make_schedule
-from hvdscale.core.evalset import make_eval_set
 from hvdscale.core.supervise import StepWatchdog
+from hvdscale.corpora.evalset import make_eval_set
 from hvdscale.frameworks.torch.ddp import DDPStrategy
 from hvdscale.train.evaluate import Evaluator, eval_loss_sum
 from tests.exactness import adapter, config, identical_replicas, plan

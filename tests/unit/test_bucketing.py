@@ -20,8 +20,8 @@ from hvdscale.core.batching import (
     make_schedule,
     per_rank_token_budget,
 )
-from hvdscale.core.data import load_corpus
 from hvdscale.core.meter import StepMeter, idle_times, summarize
+from hvdscale.corpora.corpus import load_corpus
 from hvdscale.errors import ConfigError, HvdscaleError
 from hvdscale.study.report.points import collect
 from hvdscale.study.report.tables import markdown

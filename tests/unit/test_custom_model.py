@@ -130,13 +130,13 @@ def test_a_good_custom_model_trains_and_declares_its_tables(framework) -> None:
     sizes = load_framework(framework).tensor_sizes(cfg.model, 30, 30)
     assert sizes == a.tensor_sizes() and sum(n for _, n in sizes) == a.num_params
     from hvdscale.study.predict.inputs import gradient_bytes
-    from hvdscale.study.sparse_bytes import embedding_inputs
+    from hvdscale.study.predict.sparse_bytes import embedding_inputs
 
     assert sum(gradient_bytes(cfg)) == 4 * a.num_params
     assert embedding_inputs(cfg) == {"embed" if framework == "tf" else "embed.weight": "src"}
     assert [(t.name, t.rows, t.dim) for t in a.embedding_tables()] == [("embed", 30, 8)] \
         if framework == "tf" else [("embed.weight", 30, 8)]
-    from hvdscale.core.data import probe_batch
+    from hvdscale.corpora.corpus import probe_batch
 
     batch = probe_batch("lm")
     before = a.params_buffer().copy()

@@ -9,7 +9,7 @@ import pytest
 
 from hvdscale.config import load_config
 from hvdscale.core.batching import BatchPlan, per_rank_batch_size
-from hvdscale.core.data import (
+from hvdscale.corpora.corpus import (
     BOS,
     EOS,
     PAD,

@@ -1,9 +1,10 @@
 """The study side of DDP: the bucket sweep's recommendation (the paired rule of
-``hvdscale.study.recommend`` over DDP's 25 MiB default) and the report's Horovod-or-DDP table."""
+``hvdscale.study.paired.recommend`` over DDP's 25 MiB default) and the report's Horovod-or-DDP
+table."""
 
 from __future__ import annotations
 
-from hvdscale.study import fusion_ddp
+from hvdscale.study.fusion import ddp as fusion_ddp
 from hvdscale.study.report.native_tables import horovod_vs_native
 from hvdscale.study.report.points import Point
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from hvdscale.config import load_config
-from hvdscale.core.data import concat_batches, load_text
-from hvdscale.core.evalset import make_eval_set
+from hvdscale.corpora.corpus import concat_batches, load_text
+from hvdscale.corpora.evalset import make_eval_set
 from hvdscale.errors import HvdscaleError
 from hvdscale.train.evaluate import eval_loss_sum
 from tests.exactness import adapter, config

@@ -1,8 +1,8 @@
 """The fusion recommendation comes from PAIRED per-round ratios over Horovod's defaults, on crafted
 records: it picks the setting with the best paired ratio (not the best unpaired median), reports
 the spread, and refuses to recommend when the spread straddles 1.0. Rounds are paired by the
-round each record measured (``hvdscale.study.rounds``), never by their order, so a failed launch
-leaves a gap instead of shifting every later round."""
+round each record measured (``hvdscale.study.paired.rounds``), never by their order, so a failed
+launch leaves a gap instead of shifting every later round."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ import pytest
 
 from hvdscale.config import to_dict
 from hvdscale.records.store import append_record
-from hvdscale.study import fusion, fusion_ddp
-from hvdscale.study.fusion_report import analyze, markdown
-from hvdscale.study.fusion_settings import Setting
-from hvdscale.study.recommend import NO_WINNER, paired_ratios, recommend
-from hvdscale.study.rounds import by_round
+from hvdscale.study.fusion import ddp as fusion_ddp
+from hvdscale.study.fusion import horovod as fusion
+from hvdscale.study.fusion.report import analyze, markdown
+from hvdscale.study.fusion.settings import Setting
+from hvdscale.study.paired.recommend import NO_WINNER, paired_ratios, recommend
+from hvdscale.study.paired.rounds import by_round
 from hvdscale.study.sweep.launcher import read_out
 from hvdscale.study.sweep.plan import Point, round_point, rounds_of
 

@@ -1,4 +1,4 @@
-"""hvdscale.study.gemm: the three RNN-layer GEMMs, their FLOP counts, the findings, and bad
+"""hvdscale.study.stepcost.gemm: the three RNN-layer GEMMs, their FLOP counts, the findings, and bad
 input."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from hvdscale.errors import HvdscaleError
-from hvdscale.study import gemm, gemm_findings
+from hvdscale.study.stepcost import gemm, gemm_findings
 
 
 def _effective(lay: gemm.Layout) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -35,7 +35,8 @@ def test_layouts_are_the_rnn_products_and_their_twins(variant: str, out: tuple) 
 def _fresh_sweep(framework: str) -> dict:
     # A fresh interpreter: TensorFlow's thread pools can be sized only before its runtime
     # starts, and another test in this process may have started it already.
-    code = ("import json; from hvdscale.study import gemm; print(json.dumps(gemm.measure_framework("
+    code = ("import json; from hvdscale.study.stepcost import gemm; "
+            "print(json.dumps(gemm.measure_framework("
             f"{framework!r}, gemm.GemmSpec([8], [3, 4], threads=1, gates=4, repeats=2, warmup=1, "
             "min_time_s=1e-4, peak_size=32))))")
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -89,7 +90,7 @@ def test_unknown_framework_is_an_error() -> None:
 
 
 def test_layer_rate_is_the_harmonic_mean_of_the_three_gemms() -> None:
-    from hvdscale.study.batch import layer_gflops
+    from hvdscale.study.stepcost.batch import layer_gflops
 
     rows = [{"batch": 8, "variant": v, "gflops": g} for v, g in zip(
         ("NN", "TN", "NT"), (10.0, 20.0, 40.0), strict=True)]
@@ -106,7 +107,7 @@ def test_clock_is_cpu_time_for_one_thread_wall_time_for_more() -> None:
 
 
 def test_batch_growth_reads_x32_over_1_and_multiples_of_32() -> None:
-    from hvdscale.study.gemm_findings import batch_growth
+    from hvdscale.study.stepcost.gemm_findings import batch_growth
 
     rows = [{"hidden": 8, "variant": "NN", "batch": b, "gflops": g}
             for b, g in ((1, 2.0), (31, 20.0), (32, 28.0), (33, 20.0))]

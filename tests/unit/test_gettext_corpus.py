@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from hvdscale.corpora.gettext_catalogs import extract
 from hvdscale.errors import HvdscaleError
-from hvdscale.study.gettext_corpus import extract
 
 
 def write_mo(path: Path, entries: dict[str, str]) -> None:

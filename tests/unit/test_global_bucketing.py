@@ -18,7 +18,7 @@ from hvdscale.core.batching import (
     make_plan,
     split_by_slots,
 )
-from hvdscale.core.data import Corpus, load_corpus
+from hvdscale.corpora.corpus import Corpus, load_corpus
 from hvdscale.errors import ConfigError, HvdscaleError
 from hvdscale.train.record import padding_summary
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from hvdscale.config import load_config, to_dict
-from hvdscale.study.gpu_limit import gemm_parts, limit_rows, main, markdown, reference_rate
-from hvdscale.study.step_flops import flops_per_word
+from hvdscale.study.stepcost.gpu_limit import gemm_parts, limit_rows, main, markdown, reference_rate
+from hvdscale.study.stepcost.step_flops import flops_per_word
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,6 +1,6 @@
 """Issue 33: the learning-rate rules (``optim.scale_lr``), the tracker's divergence rule, and the
-verdict on which rule reached a target first (``hvdscale.study.lr_rules``), on crafted outcomes
-and records either side of the noise line."""
+verdict on which rule reached a target first (``hvdscale.study.quality.lr_rules``), on crafted
+outcomes and records either side of the noise line."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from hvdscale.config import OptimConfig, load_config, to_dict
 from hvdscale.errors import ConfigError
-from hvdscale.study.lr_rules import Outcome, rule_label, rule_verdict, rules_section
+from hvdscale.study.quality.lr_rules import Outcome, rule_label, rule_verdict, rules_section
 from hvdscale.train.lr import scaled_optim
 from hvdscale.train.until import UntilTracker
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from hvdscale.config import DataConfig, ModelConfig, OptimConfig, SyntheticConfig
-from hvdscale.core.data import collate, make_synthetic
-from hvdscale.core.evalset import make_eval_set
-from hvdscale.core.synth_markov import make_chain, sample_log_probs, sample_sentences
+from hvdscale.corpora.corpus import collate, make_synthetic
+from hvdscale.corpora.evalset import make_eval_set
+from hvdscale.corpora.synth_markov import make_chain, sample_log_probs, sample_sentences
 from hvdscale.errors import HvdscaleError
 from hvdscale.train.evaluate import eval_loss_sum
 

@@ -7,7 +7,7 @@ import torch
 
 from hvdscale.config import load_config
 from hvdscale.core.batching import BatchPlan
-from hvdscale.core.data import load_corpus
+from hvdscale.corpora.corpus import load_corpus
 from hvdscale.frameworks.torch import TorchAdapter
 
 

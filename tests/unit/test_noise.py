@@ -12,7 +12,7 @@ import pytest
 from hvdscale.config import load_config, to_dict
 from hvdscale.records.load import SLACK, HostLoad, is_busy, record_load
 from hvdscale.records.store import append_record, read_records, record_key
-from hvdscale.study.recommend import WITHIN_NOISE, compare, paired_summary
+from hvdscale.study.paired.recommend import WITHIN_NOISE, compare, paired_summary
 from hvdscale.study.report.points import collect
 from hvdscale.study.report.report import write_report
 

@@ -68,7 +68,7 @@ def test_torch_probe_grad_matches_backward_and_leaves_grads_alone():
 
     torch = pytest.importorskip("torch")
     from hvdscale.config import ModelConfig, OptimConfig, SyntheticConfig
-    from hvdscale.core.data import collate, make_synthetic
+    from hvdscale.corpora.corpus import collate, make_synthetic
     from hvdscale.frameworks.torch.adapter import make_adapter
 
     torch.manual_seed(0)
@@ -98,7 +98,7 @@ def test_tf_probe_grad_matches_backward_and_leaves_grads_alone():
 
     pytest.importorskip("tensorflow")
     from hvdscale.config import ModelConfig, OptimConfig, SyntheticConfig
-    from hvdscale.core.data import collate, make_synthetic
+    from hvdscale.corpora.corpus import collate, make_synthetic
     from hvdscale.frameworks.tf.adapter import make_adapter
 
     syn = SyntheticConfig(kind="markov", markov_successors=4, length_dist="uniform", min_len=5,
@@ -124,7 +124,7 @@ def test_tf_probe_grad_matches_backward_and_leaves_grads_alone():
 def test_report_prints_b_simple_beside_the_statistical_efficiency():
     """Crafted records: the weak 2-rank row shows its global batch in tokens and B_simple with
     its p10-p90; the 1-rank row (no estimate) shows dashes; the intro has the legend."""
-    from hvdscale.study.quality import quality_section
+    from hvdscale.study.quality.time_to_quality import quality_section
     from tests.unit.test_quality_report import _record
 
     one = _record(1, "weak", [3.0, 2.5, 1.5], 1000.0)

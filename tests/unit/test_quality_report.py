@@ -1,7 +1,7 @@
-"""The report's time-to-quality section (hvdscale.study.quality) on ordinary records: targets
-missed at one rank, runs with an evaluation curve but no target, runs stopped before their
-first evaluation, separate experiments, and the interpolated crossing it and bench_quality
-share."""
+"""The report's time-to-quality section (hvdscale.study.quality.time_to_quality) on ordinary
+records: targets missed at one rank, runs with an evaluation curve but no target, runs stopped
+before their first evaluation, separate experiments, and the interpolated crossing it and
+bench_quality share."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from hvdscale.config import load_config, to_dict
-from hvdscale.study.quality import crossing, quality_section, target_loss
-from hvdscale.study.time_to_target import round_figures
+from hvdscale.study.quality.time_to_quality import crossing, quality_section, target_loss
+from hvdscale.study.quality.time_to_target import round_figures
 from hvdscale.train.until import UntilTracker
 
 ROOT = Path(__file__).resolve().parents[2]

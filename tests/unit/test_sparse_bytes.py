@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import hvdscale.core.batching as batching
-import hvdscale.core.data as data
+import hvdscale.corpora.corpus as data
 from hvdscale.config import RunConfig, load_config, to_dict
-from hvdscale.study import sparse_bytes as sb
 from hvdscale.study.commbench.model import ps_phase
+from hvdscale.study.predict import sparse_bytes as sb
 from hvdscale.study.predict.compute import ComputeModel
 from hvdscale.study.predict.cost import CommSetup, comm_time
 from hvdscale.study.predict.forecast import predict, sparse_setup, validate

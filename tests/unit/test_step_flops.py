@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hvdscale.config import load_config, to_dict
-from hvdscale.study.step_flops import achieved, flops_per_word
+from hvdscale.study.stepcost.step_flops import achieved, flops_per_word
 
 torch = pytest.importorskip("torch")
 

@@ -18,7 +18,7 @@ import pytest
 from hvdscale.config import to_dict
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.store import read_records
-from hvdscale.study.rounds import round_of
+from hvdscale.study.paired.rounds import round_of
 from hvdscale.study.sweep.plan import SweepRequest, SweepSpec, plan_sweep
 from hvdscale.study.sweep.sweep import launches, run_sweep
 

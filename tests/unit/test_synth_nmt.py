@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from hvdscale.config import DataConfig, SyntheticConfig
-from hvdscale.core.data import make_synthetic
-from hvdscale.core.evalset import make_eval_set
-from hvdscale.core.synth_nmt import map_sentence, substitution_table
+from hvdscale.corpora.corpus import make_synthetic
+from hvdscale.corpora.evalset import make_eval_set
+from hvdscale.corpora.synth_nmt import map_sentence, substitution_table
 
 
 def test_substitution_then_reversal_of_each_clause() -> None:

@@ -24,7 +24,7 @@ import torch
 
 from hvdscale.config import ModelConfig, load_config
 from hvdscale.core.batching import BatchPlan
-from hvdscale.core.data import Batch, load_corpus
+from hvdscale.corpora.corpus import Batch, load_corpus
 from hvdscale.models import ModelSizes
 from hvdscale.models import tf as tf_models
 from hvdscale.models import torch as torch_models

@@ -14,7 +14,7 @@ import numpy as np
 from hvdscale.config import DataConfig
 from hvdscale.core.batching.buckets import bucket_batches, bucket_groups
 from hvdscale.core.batching.split import split_by_slots
-from hvdscale.core.data import Batch, Corpus, collate
+from hvdscale.corpora.corpus import Batch, Corpus, collate
 from hvdscale.errors import HvdscaleError
 
 

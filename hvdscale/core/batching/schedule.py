@@ -46,8 +46,8 @@ import numpy as np
 
 from hvdscale.config import MeasureConfig
 from hvdscale.core.batching.plan import BatchPlan, GlobalPlan
-from hvdscale.core.data import Batch
 from hvdscale.core.world import World
+from hvdscale.corpora.corpus import Batch
 from hvdscale.errors import HvdscaleError
 
 ALIGN_SEED_TAG = 11  # the shared bucket sequences' seed: [data.seed, epoch, 11]; no rank in it

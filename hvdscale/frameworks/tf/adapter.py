@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from hvdscale.config import ModelConfig, OptimConfig
-from hvdscale.core.data import Batch
 from hvdscale.core.device import CPU, Placement
 from hvdscale.core.lr_warmup import warmup_of, warmup_rates
+from hvdscale.corpora.corpus import Batch
 from hvdscale.frameworks.embeddings import EmbeddingRows
 from hvdscale.frameworks.shard_optim import NumpyShardOptimizer
 from hvdscale.frameworks.tf.build import build, param_names, probe, shapes

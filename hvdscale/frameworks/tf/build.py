@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from hvdscale.config import ModelConfig
-from hvdscale.core.data import probe_batch
+from hvdscale.corpora.corpus import probe_batch
 from hvdscale.errors import HvdscaleError
 from hvdscale.frameworks.tf.quiet import tf
 from hvdscale.frameworks.tf.step import batch_inputs

@@ -1,6 +1,6 @@
 """The TensorFlow back end of ``hvdscale gemm``: operands built once, one product per call.
 
-The study (``hvdscale.study.gemm``) sets the thread environment before importing this
+The study (``hvdscale.study.stepcost.gemm``) sets the thread environment before importing this
 module (importing the package imports tensorflow), then asks ``backend`` for a preparer.
 """
 

@@ -17,8 +17,8 @@ import numpy as np
 import tensorflow as tf
 
 from hvdscale.config import HorovodConfig
-from hvdscale.core.data import Batch
 from hvdscale.core.world import SUM_NAME
+from hvdscale.corpora.corpus import Batch
 from hvdscale.frameworks.tf.adapter import TFAdapter
 from hvdscale.frameworks.tf.step import Reduction
 from hvdscale.strategies.horovod import HorovodBase

@@ -26,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from hvdscale.config.strategy import MWMSConfig, StrategyConfig
-from hvdscale.core.data import Batch, collate
+from hvdscale.corpora.corpus import Batch, collate
 from hvdscale.errors import ConfigError, HvdscaleError
 from hvdscale.frameworks.tf.adapter import TFAdapter
 from hvdscale.frameworks.tf.tf_config import agree_tf_config, exported

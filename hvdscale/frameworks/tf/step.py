@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from hvdscale.core.data import Batch, collate
+from hvdscale.corpora.corpus import Batch, collate
 from hvdscale.frameworks.tf.quiet import tf
 
 TapeWrapper = Callable[[tf.GradientTape], tf.GradientTape]

@@ -19,8 +19,8 @@ import numpy as np
 import torch
 
 from hvdscale.config import ModelConfig, OptimConfig
-from hvdscale.core.data import Batch
 from hvdscale.core.device import CPU, Placement
+from hvdscale.corpora.corpus import Batch
 from hvdscale.errors import HvdscaleError
 from hvdscale.frameworks.embeddings import EmbeddingRows
 from hvdscale.frameworks.torch.build import build, probe

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from hvdscale.config import ModelConfig
-from hvdscale.core.data import probe_batch
+from hvdscale.corpora.corpus import probe_batch
 from hvdscale.errors import HvdscaleError
 from hvdscale.models import EMBEDDING_INPUTS, ModelSizes
 from hvdscale.models.custom import call_builder, declared_embeddings

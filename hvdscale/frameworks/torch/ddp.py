@@ -32,9 +32,9 @@ from torch.nn.parallel import DistributedDataParallel
 
 from hvdscale.config import DDPConfig, StrategyConfig
 from hvdscale.core import rendezvous
-from hvdscale.core.data import Batch, collate
 from hvdscale.core.gpu_sharing import ddp_backend, gather_groups
 from hvdscale.core.world import World
+from hvdscale.corpora.corpus import Batch, collate
 from hvdscale.errors import ConfigError, HvdscaleError
 from hvdscale.frameworks.torch.adapter import TorchAdapter
 from hvdscale.frameworks.torch.ddp_join import JoinControl

@@ -1,6 +1,6 @@
 """The PyTorch back end of ``hvdscale gemm``: operands built once, one product per call.
 
-The study (``hvdscale.study.gemm``) sets the thread environment before importing this
+The study (``hvdscale.study.stepcost.gemm``) sets the thread environment before importing this
 module (importing the package imports torch), then asks ``backend`` for a preparer, and
 ``synchronizer`` for what ends a timed interval on the device (a GPU runs its kernels
 asynchronously: the clock may only stop once the queued products are done).

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from hvdscale.config import HorovodConfig
-from hvdscale.core.data import Batch
+from hvdscale.corpora.corpus import Batch
 from hvdscale.frameworks.torch.adapter import TorchAdapter
 from hvdscale.frameworks.torch.sparse import SparseEmbeddingGrads
 from hvdscale.strategies.horovod import HorovodBase

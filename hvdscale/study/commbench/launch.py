@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from hvdscale.errors import HvdscaleError
+from hvdscale.records.schema import SCHEMA_VERSION
 from hvdscale.study.commbench.model import (
     allreduce_factor,
     fit_alpha_beta,
@@ -37,8 +38,6 @@ from hvdscale.study.commbench.sizes import (
     parse_sizes,
     parse_transports,
 )
-
-SCHEMA = 1
 
 
 @dataclass(frozen=True)
@@ -189,7 +188,7 @@ def merge(jobs: dict[str, dict], n: int, sizes: list[int], names: list[str], ps_
     alone = [m["alone_GBps"] for m in memcpy]
     first = next(iter(jobs.values()))
     return {
-        "schema": SCHEMA, "kind": "commbench", "ranks": n, "sizes": sizes,
+        "schema": SCHEMA_VERSION, "kind": "commbench", "ranks": n, "sizes": sizes,
         "started": first["started"], "ps": {"servers": ps_servers, "placement": ps_placement},
         "memcpy": {"concurrent_GBps": float(np.median(conc)), "alone_GBps": float(np.median(alone)),
                    "measurements": memcpy,

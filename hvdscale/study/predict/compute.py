@@ -12,6 +12,7 @@ import numpy as np
 
 from hvdscale.config import RunConfig, to_dict
 from hvdscale.errors import HvdscaleError
+from hvdscale.records import schema
 from hvdscale.study.predict.cost import CommSetup, comm_time
 from hvdscale.study.predict.inputs import Network
 
@@ -44,25 +45,25 @@ class ComputeModel:
 def _same_model(rec: dict, cfg: RunConfig) -> bool:
     from hvdscale.records.experiment import identity
 
-    c = rec.get("config") or {}
+    c = schema.config_or_empty(rec)
     # Compared as identities: where a custom model's module was found does not matter, and
     # records from before the custom-model fields keep matching.
-    return (rec.get("status") == "ok" and c.get("framework") == cfg.framework
+    return (schema.is_ok(rec) and c.get("framework") == cfg.framework
             and identity(c).get("model") == identity(to_dict(cfg)).get("model"))
 
 
 def _rank_compute(rec: dict) -> list[float]:
     """Per computing rank, compute seconds per measured step."""
-    idle = rec.get("idle") or {}
-    steps = idle.get("steps") or rec["measure"]["steps"]
+    idle = schema.idle(rec)
+    steps = idle.get("steps") or schema.measured_steps(rec)
     return [p["compute_s"] / steps for p in idle.get("per_rank", [])]
 
 
 def critical_compute(rec: dict) -> float:
     """The run's own compute on a step's critical path: each step waits for its slowest rank,
     so a rank's compute plus its straggler idle, per step, averaged over ranks."""
-    idle = rec.get("idle") or {}
-    steps = idle.get("steps") or rec["measure"]["steps"]
+    idle = schema.idle(rec)
+    steps = idle.get("steps") or schema.measured_steps(rec)
     return float(np.mean([(p["compute_s"] + p.get("idle_s", 0.0)) / steps
                           for p in idle.get("per_rank", [])]))
 
@@ -70,8 +71,9 @@ def critical_compute(rec: dict) -> float:
 def _check_record(rec: Any, where: str) -> None:
     try:
         assert isinstance(rec, dict)
-        ok = rec["window_s"] > 0 and rec["words"] > 0 and rec["measure"]["steps"] > 0
-        assert ok and rec["workers"] >= 1 and _rank_compute(rec)
+        ok = (schema.window_s(rec) > 0 and schema.words(rec) > 0
+              and schema.measured_steps(rec) > 0)
+        assert ok and schema.workers(rec) >= 1 and _rank_compute(rec)
     except (AssertionError, KeyError, TypeError, ZeroDivisionError):
         raise HvdscaleError(f"{where}: a record without the timings predict needs (window_s, "
                             "words, measure.steps, workers, idle.per_rank compute_s)") from None
@@ -98,7 +100,7 @@ def load_records(path: str | Path, cfg: RunConfig) -> list[dict]:
 
 def record_words_per_step(rec: dict) -> float:
     """Words per rank per measured step of a record."""
-    return rec["words"] / rec["measure"]["steps"] / rec["workers"]
+    return schema.words(rec) / schema.measured_steps(rec) / schema.workers(rec)
 
 
 def compute_from_records(records: list[dict], net: Network, tensors: list[int]) -> ComputeModel:
@@ -107,7 +109,7 @@ def compute_from_records(records: list[dict], net: Network, tensors: list[int]) 
     Raises:
         HvdscaleError: no 1-worker record among them.
     """
-    ones = [r for r in records if r["workers"] == 1]
+    ones = [r for r in records if schema.workers(r) == 1]
     if not ones:
         raise HvdscaleError("the records hold no 1-worker run of this model: predict needs one "
                             "to measure the compute time (run the config at np=1)")
@@ -123,8 +125,8 @@ def compute_from_records(records: list[dict], net: Network, tensors: list[int]) 
     overhead: dict[str, list[float]] = {}
     for r in ones:
         s = record_strategy(r)
-        step = r["window_s"] / r["measure"]["steps"]
-        comm = comm_time(s, 1, tensors, net, 0.0, 0.0, CommSetup.of_record(r["config"]))
+        step = schema.window_s(r) / schema.measured_steps(r)
+        comm = comm_time(s, 1, tensors, net, 0.0, 0.0, CommSetup.of_record(schema.config(r)))
         overhead.setdefault(s, []).append(step - float(np.mean(_rank_compute(r))) - comm)
     return ComputeModel(float(c0), float(c1), float(np.median(x)),
                         {k: float(np.median(v)) for k, v in overhead.items()},
@@ -150,7 +152,7 @@ def compute_from_rate(cfg: RunConfig, words_per_s: float | None, compute_ms: flo
 def estimate_words_per_step(cfg: RunConfig, batches: int = 20) -> float:
     """Mean real words per batch of one worker, from the config's own data."""
     from hvdscale.core.batching import make_plan
-    from hvdscale.core.data import load_corpus
+    from hvdscale.corpora.corpus import load_corpus
 
     corpus = load_corpus(cfg.data, cfg.model.data_kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
                          0, 1)
@@ -160,4 +162,4 @@ def estimate_words_per_step(cfg: RunConfig, batches: int = 20) -> float:
 
 def record_strategy(rec: dict) -> str:
     """The strategy a record ran (``horovod``, ``ps``, ``independent``)."""
-    return rec["config"]["strategy"]["name"]
+    return schema.strategy_name(rec)

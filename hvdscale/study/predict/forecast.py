@@ -16,6 +16,7 @@ from typing import Any
 
 from hvdscale.config import RunConfig, config_from_dict
 from hvdscale.errors import HvdscaleError
+from hvdscale.records import schema
 from hvdscale.study.predict.compute import (
     ComputeModel,
     critical_compute,
@@ -24,7 +25,7 @@ from hvdscale.study.predict.compute import (
 )
 from hvdscale.study.predict.cost import HOROVOD_DEFAULT_FUSION_MB, CommSetup, comm_time
 from hvdscale.study.predict.inputs import Network, gradient_bytes
-from hvdscale.study.sparse_bytes import gathered_tensor_bytes, ps_bytes
+from hvdscale.study.predict.sparse_bytes import gathered_tensor_bytes, ps_bytes
 
 STRATEGIES = ("ring", "ring-overlap", "ps-dedicated", "ps-sharded")
 LABELS = {"ring": "ring allreduce, no overlap", "ring-overlap": "ring allreduce, overlapped",
@@ -115,7 +116,7 @@ def _record_config(rec: dict) -> RunConfig | None:
     """The record's own config (its sparse settings and data); None for a record written under
     another config schema: predicted then with dense gradients."""
     try:
-        return config_from_dict(rec["config"])
+        return config_from_dict(schema.config(rec))
     except HvdscaleError:
         return None
 
@@ -128,11 +129,11 @@ def validate(records: list[dict], tensors: list[int], net: Network, cm: ComputeM
     from hvdscale.core.threads import cores_on_host
 
     rows = []
-    for r in sorted(records, key=lambda r: (record_strategy(r), r["ranks"])):
-        s, w = record_strategy(r), r["workers"]
+    for r in sorted(records, key=lambda r: (record_strategy(r), schema.ranks(r))):
+        s, w = record_strategy(r), schema.workers(r)
         words = record_words_per_step(r)
         own = critical_compute(r)
-        setup = CommSetup.of_record(r["config"])
+        setup = CommSetup.of_record(schema.config(r))
         rcfg = _record_config(r)
         setup = sparse_setup(rcfg, s, w, setup) if rcfg is not None else setup
         preds = []
@@ -140,20 +141,20 @@ def validate(records: list[dict], tensors: list[int], net: Network, cm: ComputeM
             comm = comm_time(s, w, tensors, net, compute, backward_fraction, setup)
             step = compute + comm + cm.rest(s)
             preds.append(w * words / step)
-        meas = r["words_per_s"]
+        meas = schema.words_per_s(r)
         extra = {}
         if s == "horovod":  # the same without overlap: CPU-bound comm cannot hide behind compute
             step = own + comm_time("ring", w, tensors, net, own, backward_fraction,
                                    setup) + cm.rest(s)
             extra = {"predicted_own_compute_no_overlap_words_per_s": w * words / step,
                      "error_own_compute_no_overlap_pct": 100.0 * (w * words / step - meas) / meas}
-        per_host = r["ranks"] / max(1, len(r.get("hosts") or [1]))
-        threads = (r.get("threads") or {}).get("intra_op", 1) or 1
-        rows.append({"strategy": s, "ranks": r["ranks"], "workers": w,
+        per_host = schema.ranks(r) / max(1, len(schema.hosts(r) or [1]))
+        threads = schema.intra_op_threads(r)
+        rows.append({"strategy": s, "ranks": schema.ranks(r), "workers": w,
                      "measured_words_per_s": meas, "predicted_words_per_s": preds[0],
                      "error_pct": 100.0 * (preds[0] - meas) / meas,
                      "predicted_own_compute_words_per_s": preds[1],
                      "error_own_compute_pct": 100.0 * (preds[1] - meas) / meas,
                      "oversubscribed": per_host * threads > cores_on_host(),
-                     "loadavg": r.get("loadavg"), **extra})
+                     "loadavg": schema.loadavg(r), **extra})
     return rows

@@ -128,6 +128,6 @@ def reduced_bytes_per_step(cfg: RunConfig) -> float:
     """Bytes one rank's gradients put on the wire per step (the S of the fitted families): the
     sum of ``gradient_bytes``, the embedding tables as one rank sends them under sparse merging
     (measured rows). The one place that counts them for ``predict --fit``."""
-    from hvdscale.study.sparse_bytes import adjust_gradient_bytes, tensor_sizes
+    from hvdscale.study.predict.sparse_bytes import adjust_gradient_bytes, tensor_sizes
 
     return float(sum(adjust_gradient_bytes(cfg, tensor_sizes(cfg), gradient_bytes(cfg))))

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from hvdscale.errors import HvdscaleError
+from hvdscale.records import schema
 from hvdscale.records.experiment import experiment_id, series_label, series_of
 from hvdscale.study.predict.families import FAMILIES, OVERLAPPED, families_for
 from hvdscale.study.predict.fit import Fit, choose, fit_family, t975
@@ -47,18 +48,18 @@ def _obs(records: list[dict], backward_fraction: float) -> dict[str, list[dict]]
     strategy overlaps and the ranks communicate, else 0)."""
     by: dict[str, list[dict]] = {}
     for r in records:
-        by.setdefault(r["config"]["strategy"]["name"], []).append(r)
+        by.setdefault(schema.strategy_name(r), []).append(r)
     out = {}
     for s, recs in by.items():
-        ones = [r for r in recs if r["workers"] == 1]
+        ones = [r for r in recs if schema.workers(r) == 1]
         if not ones:
             raise HvdscaleError(f"--fit: strategy {s} has no 1-worker record: the fit needs "
                                 "the 1-rank run of every strategy it fits")
         g1 = baseline(ones).g1
         out[s] = []
         for r in recs:
-            o = {"n": r["workers"], **per_step(r, g1), "g1_per_step": g1}
-            over = overlapped(r["config"]) and r["workers"] > 1
+            o = {"n": schema.workers(r), **per_step(r, g1), "g1_per_step": g1}
+            over = overlapped(schema.config(r)) and schema.workers(r) > 1
             o["hidden"] = backward_fraction * o["compute"] if over else 0.0
             out[s].append(o)
     return out
@@ -73,7 +74,7 @@ def check_points(records: list[dict]) -> None:
     """
     if not records:
         raise HvdscaleError("--fit: no successful run records")
-    ids = {experiment_id(r["config"]) for r in records}
+    ids = {experiment_id(schema.config(r)) for r in records}
     if len(ids) > 1:
         raise HvdscaleError(f"--fit: the records hold {len(ids)} experiments "
                             f"({', '.join(sorted(ids))}); fit one at a time (one results "
@@ -84,7 +85,7 @@ def check_points(records: list[dict]) -> None:
                             "were recorded); rerun the points")
     by: dict[str, set[int]] = {}
     for r in records:
-        by.setdefault(r["config"]["strategy"]["name"], set()).add(r["workers"])
+        by.setdefault(schema.strategy_name(r), set()).add(schema.workers(r))
     for s, ns in sorted(by.items()):
         if len(ns) < 2:
             raise HvdscaleError(f"--fit: strategy {s} has one rank count only ({min(ns)}); "
@@ -99,11 +100,11 @@ def _check_series(records: list[dict]) -> None:
     Raises:
         HvdscaleError: naming the series found.
     """
-    labels = sorted({series_label(r["config"]) for r in records})
+    labels = sorted({series_label(schema.config(r)) for r in records})
     by: dict[str, set[str]] = {}
     for r in records:
-        by.setdefault(r["config"]["strategy"]["name"], set()).add(series_label(r["config"]))
-    stacks = {(series_of(r["config"])["framework"], series_of(r["config"])["rnn_impl"])
+        by.setdefault(schema.strategy_name(r), set()).add(series_label(schema.config(r)))
+    stacks = {(series_of(schema.config(r))["framework"], series_of(schema.config(r))["rnn_impl"])
               for r in records}
     many = [v for v in by.values() if len(v) > 1]
     if many or len(stacks) > 1:
@@ -119,7 +120,7 @@ def servers_of(records: list[dict], given: int | None) -> int:
     Raises:
         HvdscaleError: ``given`` (--servers) differs from what the records ran with.
     """
-    ks = {int(((r["config"].get("strategy") or {}).get("ps") or {}).get("num_servers", 1))
+    ks = {int(((schema.config(r).get("strategy") or {}).get("ps") or {}).get("num_servers", 1))
           for r in records}
     k = max(ks)
     if given is not None and given != k:
@@ -252,11 +253,11 @@ def fit_records(records: list[dict], nbytes: float, servers: int | None, ranks: 
     """Every strategy in ``records`` (one experiment, one series each) fitted; ``independent``
     lends its compute to the others; ``backward_fraction`` of compute can hide communication
     under overlap. The PS servers k come from the records (``servers``, if given, must agree)."""
-    ok = [r for r in records if r.get("status") == "ok" and r.get("kind", "run") == "run"]
+    ok = [r for r in records if schema.ok_run(r)]
     check_points(ok)
     obs = _obs(ok, backward_fraction)
     indep = obs.get("independent", [])
-    ks = {s: servers_of([r for r in ok if r["config"]["strategy"]["name"] == s],
+    ks = {s: servers_of([r for r in ok if schema.strategy_name(r) == s],
                         servers if s == "ps" else None) for s in obs}
     return {"bytes_per_step": nbytes, "servers": ks.get("ps"),
             "backward_fraction": backward_fraction,

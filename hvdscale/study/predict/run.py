@@ -8,6 +8,7 @@ from typing import Any
 
 from hvdscale.config import RunConfig, load_config
 from hvdscale.errors import HvdscaleError
+from hvdscale.records import schema
 from hvdscale.study.predict.compute import (
     ComputeModel,
     compute_from_rate,
@@ -128,7 +129,7 @@ def run_fitted(cfg: RunConfig, config: str, sets: list[str], spec: PredictSpec,
     if not Path(spec.fit or "").exists():
         raise HvdscaleError(f"--fit {spec.fit}: no such results directory or file")
     recs = [r for r in read_records(spec.fit) if isinstance(r, dict)
-            and r.get("status") == "ok" and r.get("kind", "run") == "run"]
+            and schema.ok_run(r)]
     servers = spec.servers  # None: k from the records (ownfit.servers_of)
     fit = fit_records(recs, reduced_bytes_per_step(cfg), servers, ranks,
                       spec.backward_fraction)
@@ -137,7 +138,7 @@ def run_fitted(cfg: RunConfig, config: str, sets: list[str], spec: PredictSpec,
     if plot_path:
         measured: dict[str, list[tuple[int, float]]] = {}
         for r in recs:
-            measured.setdefault(r["config"]["strategy"]["name"], []).append(
-                (r["workers"], r["words_per_s"]))
+            measured.setdefault(schema.strategy_name(r), []).append(
+                (schema.workers(r), schema.words_per_s(r)))
         plot_fit(result, measured, Path(plot_path))
     return result

@@ -35,10 +35,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from hvdscale.records import schema
 from hvdscale.records.load import record_load
+from hvdscale.study.paired.rounds import round_of, untagged
 from hvdscale.study.report.decompose import CAUSES, PARTS, split_loss
 from hvdscale.study.report.noise import BUSY
-from hvdscale.study.rounds import round_of, untagged
 
 PART_LABELS = {"compute_slowdown": "compute slowdown", "exposed_comm": "exposed communication",
                "straggler_idle": "straggler idle", "unexplained": "unexplained (noise included)"}
@@ -46,9 +47,9 @@ __all__ = ["CAUSES", "PARTS", "PART_LABELS", "breakdowns", "section", "split_los
 
 
 def _label(rec: dict) -> str:
-    k = rec["key"]
+    k = schema.key(rec)
     s = k["strategy"]
-    ps = (rec.get("config") or {}).get("strategy", {}).get("ps", {})
+    ps = schema.config_or_empty(rec).get("strategy", {}).get("ps", {})
     if s == "ps" and "num_servers" in ps:
         k = ps["num_servers"]
         s = f"ps ({ps.get('placement', 'colocated')}, {k} server{'s' * (k > 1)})"
@@ -81,23 +82,24 @@ def breakdowns(records: list[dict]) -> list[dict[str, Any]]:
     """One breakdown per multi-worker point that has a 1-worker run of the same config
     (``over_rounds``: the mean over its rounds and their range, where it has several); points
     without ``rank_times`` are listed with a note."""
-    ok = [r for r in records if r.get("status") == "ok"]
+    ok = [r for r in records if schema.is_ok(r)]
     groups: dict[tuple[str, int], list[dict]] = {}
     for r in ok:
-        # The rounds of one point (``hvdscale.study.rounds`` tags the name) are one group.
+        # The rounds of one point (``hvdscale.study.paired.rounds`` tags the name) are one group.
         cfg = {**r.get("config", {}), "name": untagged(str(r.get("config", {}).get("name")))}
-        groups.setdefault((repr(cfg), r["workers"]), []).append(r)
+        groups.setdefault((repr(cfg), schema.workers(r)), []).append(r)
     out = []
     for (cfg, workers), recs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         if workers <= 1:
             continue
         rec = recs[-1]
         base = groups.get((cfg, 1), [])
-        row: dict[str, Any] = {"name": untagged(rec["key"]["name"]), "model": rec["key"]["model"],
-                               "framework": rec["key"].get("framework", "torch"),
-                               "rnn_impl": rec["key"]["rnn_impl"],
-                               "scaling": rec["key"]["scaling"], "strategy": _label(rec),
-                               "ranks": rec["ranks"], "workers": workers, "runs": len(recs),
+        key = schema.key(rec)
+        row: dict[str, Any] = {"name": untagged(key["name"]), "model": key["model"],
+                               "framework": key.get("framework", "torch"),
+                               "rnn_impl": key["rnn_impl"],
+                               "scaling": key["scaling"], "strategy": _label(rec),
+                               "ranks": schema.ranks(rec), "workers": workers, "runs": len(recs),
                                "busy": any((load := record_load(r)) and load.busy
                                            for r in recs)}
         if not base:

@@ -29,6 +29,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from hvdscale.records import schema
+
 CAUSES = ("compute_slowdown", "exposed_comm", "straggler_idle")
 """The parts of a loss that a measured time explains (never negative)."""
 PARTS = (*CAUSES, "unexplained")
@@ -39,7 +41,7 @@ SENDS_NOTHING = frozenset({"independent"})
 
 def sends_nothing(rec: dict) -> bool:
     """Whether ``rec``'s strategy communicates nothing between ranks (``SENDS_NOTHING``)."""
-    name = ((rec.get("config") or {}).get("strategy") or {}).get("name")
+    name = (schema.config_or_empty(rec).get("strategy") or {}).get("name")
     return (name or (rec.get("key") or {}).get("strategy")) in SENDS_NOTHING
 
 
@@ -57,10 +59,10 @@ def baseline(base: list[dict]) -> Baseline:
     """The ``Baseline`` of 1-worker records (each with ``rank_times``)."""
     c1, g1 = [], []
     for r in base:
-        rt = r["rank_times"][0]
+        rt = schema.rank_times(r)[0]
         c1.append(rt["compute_s"] / rt["words"])
         g1.append((rt["step_s"] - rt["compute_s"]) / rt["steps"])
-    return Baseline(statistics.median(r["words_per_s"] for r in base), statistics.median(c1),
+    return Baseline(statistics.median(schema.words_per_s(r) for r in base), statistics.median(c1),
                     statistics.median(g1))
 
 
@@ -72,11 +74,11 @@ def rank_parts(rec: dict, g1: float) -> list[dict[str, float]]:
     outside their steps (``meter.idle_times``): their idle is not taken out of the step time,
     so compute + comm + g1 == step (reading it as inside made their "communication" the
     negative of that wait)."""
-    info = rec.get("idle") or {}
+    info = schema.idle(rec)
     idle = {p["rank"]: p["idle_s"] for p in info.get("per_rank", [])}
     in_steps = info.get("synchronous", True)
     out = []
-    for rt in rec["rank_times"]:
+    for rt in schema.rank_times(rec):
         wait = idle.get(rt["rank"], 0.0)
         base = rt["steps"] * g1
         comm = rt["step_s"] - rt["compute_s"] - (wait if in_steps else 0.0) - base
@@ -107,7 +109,7 @@ def split_loss(rec: dict, base: list[dict]) -> dict[str, Any]:
         ``sends_nothing``, and the ``dominant`` part (``None`` when no part is above 0).
     """
     b = baseline(base)
-    T = rec["window_s"]
+    T = schema.window_s(rec)
     parts = rank_parts(rec, b.g1)
     n = len(parts)
     # Rank means, in seconds over the window.
@@ -118,14 +120,14 @@ def split_loss(rec: dict, base: list[dict]) -> dict[str, Any]:
     quiet = sends_nothing(rec)
     secs = {k: 0.0 if (k == "exposed_comm" and quiet) else max(0.0, v) for k, v in raw.items()}
     secs["unexplained"] = gap - sum(secs.values())
-    eff = 100.0 * rec["words"] / T / (rec["workers"] * b.w1)
+    eff = 100.0 * schema.words(rec) / T / (schema.workers(rec) * b.w1)
     out: dict[str, Any] = {"efficiency_pct": eff, "loss_pct": 100.0 * gap / T,
                            "seconds": secs, "measured_s": raw, "sends_nothing": quiet}
     for k in PARTS:
         out[k] = 100.0 * secs[k] / T
     top = max(PARTS, key=lambda k: out[k])
     out["dominant"] = top if out[top] > 0 else None
-    if (rec.get("strategy") or {}).get("compute_includes_allreduce"):
+    if schema.strategy_info(rec).get("compute_includes_allreduce"):
         out["merged"] = ("compute includes the allreduce and the wait for slower ranks "
                          "(TensorFlow reduces inside the train step)")
     return out

@@ -1,5 +1,5 @@
 """How the report tells signal from noise: the spread of a repeated point's runs, ratios between
-points taken round by round (paired, ``hvdscale.study.recommend``) with their range, and the
+points taken round by round (paired, ``hvdscale.study.paired.recommend``) with their range, and the
 points whose host was busy (``hvdscale.records.load``), marked in every table and named at the
 top of the report with what to do.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from hvdscale.records.load import SLACK
-from hvdscale.study.recommend import WITHIN_NOISE, compare, paired_summary, within_noise
+from hvdscale.study.paired.recommend import WITHIN_NOISE, compare, paired_summary, within_noise
 from hvdscale.study.report.points import Experiment, Point
 
 BUSY = " (busy)"

@@ -3,8 +3,8 @@
 spread, and its speedup and efficiency over the series' 1-worker point.
 
 speedup_N = words/s with N workers / words/s with 1 worker (same experiment and series), the
-median of the ratios of the rounds both measured (``hvdscale.study.recommend``'s paired ratios;
-the rounds from each record's tag, ``hvdscale.study.rounds``), with their range;
+median of the ratios of the rounds both measured (``hvdscale.study.paired.recommend``'s paired
+ratios; the rounds from each record's tag, ``hvdscale.study.paired.rounds``), with their range;
 efficiency = 100 * speedup_N / N. Workers are the ranks that compute: all ranks, except under a
 dedicated parameter server, whose serve-only ranks are not counted. A point counts its runs
 whose host was busy (``hvdscale.records.load``).
@@ -17,10 +17,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from hvdscale.records import schema
 from hvdscale.records.experiment import differences, experiment_id, series_label
 from hvdscale.records.load import record_load
-from hvdscale.study.recommend import paired_summary
-from hvdscale.study.rounds import untagged, words_by_round
+from hvdscale.study.paired.recommend import paired_summary
+from hvdscale.study.paired.rounds import untagged, words_by_round
 
 MAD_SCALE = 1.4826
 """MAD x this estimates a normal spread's standard deviation (the benches' jitter)."""
@@ -98,7 +99,7 @@ def _median_of(recs: list[dict], get: Any) -> float | None:
 
 def _idle_cells(rec: dict) -> tuple[str, str]:
     """Per-rank idle (ms/step) and ranks out of batches (idle steps), from one record."""
-    idle = rec.get("idle") or {}
+    idle = schema.idle(rec)
     per_rank = idle.get("per_rank", [])
     ms = " / ".join(f"r{p['rank']}: {p['idle_ms_per_step']:.1f}" for p in per_rank)
     out = ", ".join(f"r{p['rank']}: {p['idle_steps']} of {idle.get('steps', '?')}"
@@ -108,7 +109,7 @@ def _idle_cells(rec: dict) -> tuple[str, str]:
 
 def _noise(p: Point, recs: list[dict]) -> Point:
     """``p`` with its runs' spread, rounds and busy runs."""
-    p.runs = [r["words_per_s"] for r in recs]
+    p.runs = [schema.words_per_s(r) for r in recs]
     p.wps_min, p.wps_max = min(p.runs), max(p.runs)
     p.wps_mad = MAD_SCALE * statistics.median(abs(x - p.words_per_s) for x in p.runs)
     p.rounds = words_by_round(recs)
@@ -130,20 +131,20 @@ def _point(label: str, ranks: int, recs: list[dict]) -> Point:
         strategy=label, ranks=ranks, workers=recs[-1]["workers"],
         batch_size=cfg.get("data", {}).get("batch_size", 0),
         steps=recs[-1]["measure"]["steps"],
-        time_s=statistics.median(r["window_s"] for r in recs),
-        words_per_s=statistics.median(r["words_per_s"] for r in recs), repeats=len(recs),
-        jitter_ms=statistics.median(r["step_time"]["jitter"] for r in recs) * 1e3,
+        time_s=statistics.median(schema.window_s(r) for r in recs),
+        words_per_s=statistics.median(schema.words_per_s(r) for r in recs), repeats=len(recs),
+        jitter_ms=statistics.median(schema.step_time(r)["jitter"] for r in recs) * 1e3,
         placement=cfg.get("strategy", {}).get("ps", {}).get("placement", "")
         if cfg.get("strategy", {}).get("name") == "ps" else "",
         tokens_per_batch=bucketing.get("tokens_per_batch", 0) if bucketing.get("enabled") else 0,
-        real_tokens=_median_of(recs, lambda r: r["padding"]["window"]["words"]),
-        token_slots=_median_of(recs, lambda r: r["padding"]["window"]["slots"]),
+        real_tokens=_median_of(recs, lambda r: schema.padding(r)["window"]["words"]),
+        token_slots=_median_of(recs, lambda r: schema.padding(r)["window"]["slots"]),
         padded_pct=_median_of(recs, lambda r: 100 * r["padded_fraction"]),
         unbucketed_padded_pct=_median_of(
-            recs, lambda r: 100 * r["padding"]["epoch_unbucketed"]["padded_fraction"]),
+            recs, lambda r: 100 * schema.padding(r)["epoch_unbucketed"]["padded_fraction"]),
         pad_to_max_padded_pct=_median_of(
-            recs, lambda r: 100 * r["padding"]["epoch_pad_to_max"]["padded_fraction"]),
-        work_ratio=_median_of(recs, lambda r: r["padding"]["window"]["work_ratio"]),
+            recs, lambda r: 100 * schema.padding(r)["epoch_pad_to_max"]["padded_fraction"]),
+        work_ratio=_median_of(recs, lambda r: schema.padding(r)["window"]["work_ratio"]),
         idle_ms_per_step=_median_of(recs, lambda r: r["idle"]["idle_ms_per_step"]),
         idle_pct=_median_of(recs, lambda r: 100 * r["idle"]["idle_fraction"]),
         idle_per_rank=idle_ms, out_of_batches=out_of)
@@ -158,14 +159,15 @@ def collect(records: list[dict]) -> dict[str, Experiment]:
     first: dict[str, dict] = {}
     names: dict[str, list[str]] = defaultdict(list)
     for rec in records:
-        if rec.get("status") != "ok" or rec.get("kind", "run") != "run":
+        if not schema.ok_run(rec):
             continue
-        eid = experiment_id(rec["config"])
-        first.setdefault(eid, rec["config"])
-        name = untagged(rec["config"].get("name", "run"))
+        cfg = schema.config(rec)
+        eid = experiment_id(cfg)
+        first.setdefault(eid, cfg)
+        name = untagged(cfg.get("name", "run"))
         if name not in names[eid]:
             names[eid].append(name)
-        by[eid][series_label(rec["config"])][rec["ranks"]].append(rec)
+        by[eid][series_label(cfg)][schema.ranks(rec)].append(rec)
     diffs = differences(first)
     out: dict[str, Experiment] = {}
     for eid, series in by.items():

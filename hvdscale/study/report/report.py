@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.errors import HvdscaleError
+from hvdscale.records import schema
 from hvdscale.records.experiment import identity_id
 from hvdscale.records.store import load_records
-from hvdscale.study.lr_rules import rules_section
 from hvdscale.study.plotting import write_atomic
-from hvdscale.study.quality import plot_quality, quality_section
+from hvdscale.study.quality.lr_rules import rules_section
+from hvdscale.study.quality.time_to_quality import plot_quality, quality_section
 from hvdscale.study.report.breakdown import section as why_not_better
 from hvdscale.study.report.points import Experiment, collect
 from hvdscale.study.report.scaling_plot import plot_scaling
@@ -44,7 +45,7 @@ def check_records(records: list[tuple[str, dict]]) -> list[dict]:
     out = []
     for where, rec in records:
         missing = [] if isinstance(rec.get("config"), dict) else ["config"]
-        if rec.get("status") == "ok":
+        if schema.is_ok(rec):
             missing += [k for k in _NEEDED_OK if k not in rec]
         elif not isinstance(rec.get("ranks"), int):
             missing.append("ranks")
@@ -58,15 +59,15 @@ def check_records(records: list[tuple[str, dict]]) -> list[dict]:
 
 
 def _point_id(rec: dict) -> tuple:
-    return (rec.get("ranks"), identity_id(rec["config"]))
+    return (rec.get("ranks"), identity_id(schema.config(rec)))
 
 
 def open_failures(records: list[dict]) -> list[dict]:
     """Failed records not measured successfully later (same identity and ranks): a sweep that
     redoes a failed point should not go on reporting the old failure."""
-    last_ok = {_point_id(r): i for i, r in enumerate(records) if r.get("status") == "ok"}
+    last_ok = {_point_id(r): i for i, r in enumerate(records) if schema.is_ok(r)}
     return [r for i, r in enumerate(records)
-            if r.get("status") != "ok" and last_ok.get(_point_id(r), -1) < i]
+            if not schema.is_ok(r) and last_ok.get(_point_id(r), -1) < i]
 
 
 def _output_dir(results: str | Path, out: str | Path | None) -> Path:
@@ -112,8 +113,8 @@ def write_report(results: str | Path, out: str | Path | None = None, plot: bool 
     """
     loaded = load_records(results)
     # gemm, profile and batch records (``kind``) have their own sections below the runs'.
-    others = [rec for _, rec in loaded if rec.get("kind", "run") != "run"]
-    records = check_records([(w, rec) for w, rec in loaded if rec.get("kind", "run") == "run"])
+    others = [rec for _, rec in loaded if not schema.is_run(rec)]
+    records = check_records([(w, rec) for w, rec in loaded if schema.is_run(rec)])
     exps = collect(records)
     md = "".join(run_sections(records, exps, results)) + kind_sections(others)
     out_dir = _output_dir(results, out)
@@ -131,13 +132,14 @@ def write_report(results: str | Path, out: str | Path | None = None, plot: bool 
 def kind_sections(records: list[dict[str, Any]]) -> str:
     """Markdown of the latest gemm record and of the latest profile and batch records per
     config, from the modules that wrote them."""
-    from hvdscale.study import batch as batchsize
-    from hvdscale.study import gemm, profile
+    from hvdscale.study.stepcost import batch as batchsize
+    from hvdscale.study.stepcost import gemm, profile
 
     render = {"gemm": gemm.markdown, "profile": profile.markdown, "batch": batchsize.markdown}
     latest: dict[tuple, dict[str, Any]] = {}
     for r in records:
-        if r.get("kind") in render and r.get("status") == "ok":
-            ident = (r["kind"],) if r["kind"] == "gemm" else (r["kind"], repr(r.get("config")))
+        if r.get("kind") in render and schema.is_ok(r):
+            k = schema.kind(r)
+            ident = (k,) if k == "gemm" else (k, repr(r.get("config")))
             latest[ident] = r
-    return "".join(render[r["kind"]](r) + "\n" for r in latest.values())
+    return "".join(render[schema.kind(r)](r) + "\n" for r in latest.values())

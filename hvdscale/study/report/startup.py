@@ -13,6 +13,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from hvdscale.records import schema
 from hvdscale.records.startup import LABELS
 from hvdscale.study.sweep.overhead import TIMING_FILE
 
@@ -23,15 +24,17 @@ _SHORT = {"imports": "imports", "mpi": "MPI", "horovod": "Horovod", "side_channe
 
 def _point(rec: dict[str, Any]) -> tuple[str, int]:
     key = rec.get("key") or {}
-    return f"{rec.get('name', '?')} {key.get('series', key.get('strategy', '?'))}", rec["ranks"]
+    label = f"{rec.get('name', '?')} {key.get('series', key.get('strategy', '?'))}"
+    return label, schema.ranks(rec)
 
 
 def startup_table(records: list[dict[str, Any]]) -> str:
     """Markdown rows of each point's start-up phases ('' when no record has ``startup``)."""
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for rec in records:
-        if rec.get("status") == "ok" and isinstance(rec.get("startup"), dict):
-            groups.setdefault(_point(rec), []).append(rec["startup"])
+        marks = schema.startup(rec)
+        if schema.is_ok(rec) and marks is not None:
+            groups.setdefault(_point(rec), []).append(marks)
     if not groups:
         return ""
     phases = list(LABELS)

@@ -14,6 +14,7 @@ import csv
 import io
 import json
 
+from hvdscale.records import schema
 from hvdscale.records.experiment import experiment_id, series_label
 from hvdscale.study.report.native_tables import horovod_vs_native
 from hvdscale.study.report.noise import (
@@ -273,16 +274,16 @@ def horovod_timelines(records: list[dict]) -> str:
     """One row per run that captured Horovod's timeline: where its allreduce time went."""
     rows = []
     for r in records:
-        tl = (r.get("strategy") or {}).get("timeline") or {}
+        tl = schema.strategy_info(r).get("timeline") or {}
         s = tl.get("summary")
-        if r.get("status") != "ok" or not s:
+        if not schema.is_ok(r) or not s:
             continue
-        h = r["config"]["strategy"]["horovod"]
+        h = schema.config(r)["strategy"]["horovod"]
         m = s["median"]
         t, c = h.get("fusion_threshold_mb"), h.get("cycle_time_ms")
         setting = (("default" if t is None else f"{t:g} MiB") + " / "
                    + ("default" if c is None else f"{c:g} ms") + f" / {h.get('overlap', 'hooks')}")
-        cells = [r["name"], str(r["ranks"]), setting, _fmt(m.get("fused_buffers"), ".0f"),
+        cells = [schema.name(r), str(schema.ranks(r)), setting, _fmt(m.get("fused_buffers"), ".0f"),
                  _fmt(m.get("backward_ms"), ".1f"), _fmt(m.get("allreduce_ms"), ".1f"),
                  _fmt(m.get("allreduce_during_backward_ms"), ".1f"),
                  _fmt(m.get("wait_after_backward_ms"), ".1f"),

@@ -16,12 +16,12 @@ from typing import Any
 from hvdscale.config import STRATEGIES, RunConfig, check_launch, load_config, to_dict
 from hvdscale.config.model import SCALE_LR_RULES
 from hvdscale.config.strategy import NATIVE_FRAMEWORK
-from hvdscale.core import data
+from hvdscale.corpora import corpus
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.experiment import same_point
 from hvdscale.records.store import check_writable
 from hvdscale.registry import FRAMEWORKS
-from hvdscale.study.rounds import ROUND_SUFFIX, by_round
+from hvdscale.study.paired.rounds import ROUND_SUFFIX, by_round
 from hvdscale.study.sweep.hostfile import Hostfile
 from hvdscale.study.sweep.launcher import check_launcher, place_ranks, split_launcher_args
 from hvdscale.study.sweep.names import parse_names
@@ -175,7 +175,7 @@ def _check_points(cfgs: Mapping[tuple[str, str], RunConfig], nps: list[int]) -> 
     """Refuse here what every rank would refuse at start-up, before any launch: a point that
     cannot run is a bad plan, not a failed measurement."""
     for (f, s), c in cfgs.items():
-        data.check_files(c.data, c.model.data_kind)
+        corpus.check_files(c.data, c.model.data_kind)
         for n in nps:
             try:
                 check_launch(c, n, mpi=True)  # every launcher here starts an MPI job
@@ -268,6 +268,7 @@ def round_point(point: Point, r: int) -> Point:
 
 def rounds_of(records: Sequence[dict[str, Any]], point: Point,
               repeats: int) -> list[dict[str, Any] | None]:
-    """``point``'s ok record per round among ``records`` (``hvdscale.study.rounds.by_round``);
+    """``point``'s ok record per round among ``records``
+    (``hvdscale.study.paired.rounds.by_round``);
     any round's ``round_point`` of it matches the same records."""
     return by_round(recorded_all(list(records), point), repeats)

@@ -8,7 +8,7 @@ ranks write the usual record. A point that fails (non-zero exit, time limit, no 
 ``redo``.
 
 With ``repeats`` > 1 the points run in interleaved rounds (``launches``): each launch's record
-is tagged with its round (``hvdscale.study.rounds``), so the report pairs the points of one
+is tagged with its round (``hvdscale.study.paired.rounds``), so the report pairs the points of one
 round, and a rerun fills only the rounds still missing. Before each launch the host's load is
 checked (``hvdscale.records.load``) and a busy host is warned about.
 """
@@ -29,6 +29,7 @@ from typing import Any
 
 from hvdscale.config import to_dict
 from hvdscale.records.load import load_now
+from hvdscale.records.schema import SCHEMA_VERSION
 from hvdscale.records.store import append_record, record_key
 from hvdscale.study.sweep.hostfile import write_hostfile
 from hvdscale.study.sweep.launcher import (
@@ -145,7 +146,7 @@ def run_point(spec: SweepSpec, point: Point, hostfile_path: Path | None = None,
         why = error_summary(stderr, stdout=stdout)
         error = (f"exit {rc}: " if rc else "launch exited 0 but wrote no record: ") + why
     append_record(spec.out, {
-        "schema": 1, "status": "failed", "name": point.cfg.name, "started": started,
+        "schema": SCHEMA_VERSION, "status": "failed", "name": point.cfg.name, "started": started,
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "key": record_key(point.cfg), "ranks": point.ranks,
         "workers": point_workers(point.cfg, point.ranks), "config": to_dict(point.cfg),
@@ -189,7 +190,7 @@ def measured(records: list[dict[str, Any]], spec: SweepSpec, r: int,
     """The ok record of ``point`` in round ``r``, or None (always None under ``redo``).
 
     One round: any ok record of the point, as before rounds existed. Several: the record tagged
-    with round r (``hvdscale.study.rounds``), so a rerun fills only the missing rounds and a
+    with round r (``hvdscale.study.paired.rounds``), so a rerun fills only the missing rounds and a
     failed round stays empty instead of shifting the later ones.
     """
     if spec.redo:

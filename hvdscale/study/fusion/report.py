@@ -1,5 +1,5 @@
 """``hvdscale fusion``'s results: medians per point, the recommendation from paired per-round
-ratios over Horovod's defaults (``hvdscale.study.recommend``), paired gains over the
+ratios over Horovod's defaults (``hvdscale.study.paired.recommend``), paired gains over the
 references, and the outputs in the results directory: ``fusion.md`` (table and
 recommendation), ``fusion.json`` and ``fusion_heatmap.png``."""
 
@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.config import OVERLAP_MODES
-from hvdscale.study.fusion_settings import HOROVOD_DEFAULT, Setting
+from hvdscale.records import schema
+from hvdscale.study.fusion.settings import HOROVOD_DEFAULT, Setting
+from hvdscale.study.paired.recommend import paired_ratios, ratio_summary, recommend
 from hvdscale.study.plotting import pyplot, save
-from hvdscale.study.recommend import paired_ratios, ratio_summary, recommend
 
 
 def _med(xs: list[float]) -> float | None:
@@ -23,13 +24,13 @@ def _med(xs: list[float]) -> float | None:
 
 
 def _timeline_median(rec: dict[str, Any], key: str) -> float | None:
-    tl = rec.get("strategy", {}).get("timeline") or {}
+    tl = schema.strategy_info(rec).get("timeline") or {}
     return ((tl.get("summary") or {}).get("median") or {}).get(key)
 
 
 def words_per_round(recs: list[dict | None]) -> list[float | None]:
     """Each round's words/s (None where that round's launch failed or did not run)."""
-    return [None if r is None else r["words_per_s"] for r in recs]
+    return [None if r is None else schema.words_per_s(r) for r in recs]
 
 
 def paired(a: list[dict | None], b: list[dict | None]) -> dict[str, Any] | None:
@@ -44,7 +45,7 @@ def analyze(rows: list[tuple[Setting, list[dict[str, Any] | None]]]) -> dict[str
     noise; else the defaults) as ``best``, with ``recommendation`` saying why; its paired gains
     over defaults, fusion off, autotune and independent replicas.
 
-    Each row's records are indexed by round (``hvdscale.study.rounds.by_round``), None for a
+    Each row's records are indexed by round (``hvdscale.study.paired.rounds.by_round``), None for a
     round whose launch failed: ratios pair round i with round i, never shifted records."""
     table = []
     by_kind: dict[str, list[dict | None]] = {}
@@ -52,16 +53,16 @@ def analyze(rows: list[tuple[Setting, list[dict[str, Any] | None]]]) -> dict[str
     for s, rounds in rows:
         wps_all = words_per_round(rounds)
         recs = [r for r in rounds if r is not None]
-        wps = [r["words_per_s"] for r in recs]
+        wps = [schema.words_per_s(r) for r in recs]
         row = {"label": s.label, "kind": s.kind, "threshold_mb": s.effective()[0],
                "cycle_ms": s.effective()[1], "overlap": s.overlap, "repeats": len(recs),
                "words_per_s": _med(wps), "words_per_s_all": wps_all,
                "spread_pct": (100 * (max(wps) - min(wps)) / _med(wps)) if len(wps) > 1 else None,
-               "non_compute_ms": _med([r.get("idle", {}).get("idle_ms_per_step") for r in recs]),
-               "step_ms": _med([r["step_time"]["median"] * 1e3 for r in recs]),
+               "non_compute_ms": _med([schema.idle(r).get("idle_ms_per_step") for r in recs]),
+               "step_ms": _med([schema.step_time(r)["median"] * 1e3 for r in recs]),
                "allreduce_ms": _med([_timeline_median(r, "allreduce_ms") for r in recs]),
                "fused_buffers": _med([_timeline_median(r, "fused_buffers") for r in recs]),
-               "loadavg": [r.get("loadavg") for r in recs]}
+               "loadavg": [schema.loadavg(r) for r in recs]}
         table.append(row)
         recs_of[s.label] = rounds
         if s.kind != "grid":

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hvdscale.study.quality import crossing
+from hvdscale.study.quality.time_to_quality import crossing
 
 TARGET_AT = 0.6
 """The target is the 1-rank loss at this fraction of its training time."""

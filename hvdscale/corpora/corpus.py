@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from hvdscale.config import DataConfig, SyntheticConfig, TextConfig
-from hvdscale.core.synth_sources import learnable_sentences
+from hvdscale.corpora.synth_sources import learnable_sentences
 from hvdscale.errors import HvdscaleError
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
@@ -178,7 +178,7 @@ def load_text(cfg: TextConfig, kind: str, rank: int, size: int) -> Corpus:
     src, tgt, truncated = [], [] if tgt_lines is not None else None, 0
     for i in range(rank, len(src_lines), size):
         if not cfg.eval_src and held_out(i, cfg.eval_fraction):
-            continue  # the evaluation split (hvdscale.core.evalset) is never trained on
+            continue  # the evaluation split (hvdscale.corpora.evalset) is never trained on
         s = src_lines[i]
         t = tgt_lines[i] if tgt_lines is not None else None
         min_len = 2 if kind == "lm" else 1  # an lm sentence needs an input and a next token

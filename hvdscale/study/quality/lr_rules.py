@@ -18,10 +18,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hvdscale.records import schema
 from hvdscale.records.experiment import strategy_label
-from hvdscale.study.quality import id_without, reached_at, source_name
-from hvdscale.study.recommend import WITHIN_NOISE, paired_ratios, ratio_summary, within_noise
-from hvdscale.study.rounds import by_round, round_of
+from hvdscale.study.paired.recommend import WITHIN_NOISE, paired_ratios, ratio_summary, within_noise
+from hvdscale.study.paired.rounds import by_round, round_of
+from hvdscale.study.quality.time_to_quality import id_without, reached_at, source_name
 
 
 @dataclass(frozen=True)
@@ -143,9 +144,9 @@ _RULE_KEYS = ("scale_lr", "warmup_steps", "warmup_start_lr")
 
 
 def record_outcome(rec: Mapping[str, Any]) -> Outcome:
-    """A record against its own target (``hvdscale.study.quality``'s crossing; a diverged run
-    or one whose verdict is ``reached: false`` never reaches it)."""
-    q = rec["quality"]
+    """A record against its own target (``hvdscale.study.quality.time_to_quality``'s crossing; a
+    diverged run or one whose verdict is ``reached: false`` never reaches it)."""
+    q = schema.quality(rec)
     hit = None if q.get("diverged") else reached_at(rec)
     if hit is None:
         return Outcome(None, None, bool(q.get("diverged")))
@@ -154,7 +155,7 @@ def record_outcome(rec: Mapping[str, Any]) -> Outcome:
 
 def _rule_group(rec: Mapping[str, Any]) -> tuple:
     """The experiment and strategy without the rule: the runs a rule comparison pairs."""
-    c = dict(rec["config"])
+    c = dict(schema.config(rec))
     return (c["model"]["kind"], source_name(c), c["framework"], strategy_label(c),
             c["optim"]["name"], id_without(c, "optim", _RULE_KEYS))
 
@@ -163,12 +164,12 @@ def _weak_runs(records: Sequence[Mapping[str, Any]]) -> dict[tuple, dict[str, li
     """(group, ranks) -> rule label -> its ok weak-scaling records, oldest first."""
     out: dict[tuple, dict[str, list]] = {}
     for r in records:
-        q = r.get("quality") or {}
-        c = r.get("config") or {}
-        if r.get("status") != "ok" or not q.get("until") or r.get("ranks", 1) < 2 \
+        q = schema.quality_or_empty(r)
+        c = schema.config_or_empty(r)
+        if not schema.is_ok(r) or not q.get("until") or r.get("ranks", 1) < 2 \
                 or c.get("data", {}).get("scaling") != "weak":
             continue
-        key = (_rule_group(r), r["ranks"])
+        key = (_rule_group(r), schema.ranks(r))
         out.setdefault(key, {}).setdefault(rule_label(c["optim"]), []).append(r)
     return out
 

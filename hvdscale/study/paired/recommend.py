@@ -4,7 +4,7 @@ reference's words/s of the SAME round cancels what the round shared (a slow phas
 machine). A setting is recommended only when its paired ratios lie above 1.0 in every round
 (their spread, min to max, does not straddle 1.0); otherwise the reference stays.
 
-Used by ``hvdscale fusion`` (``hvdscale.study.fusion_report``) and by any other sweep whose
+Used by ``hvdscale fusion`` (``hvdscale.study.fusion.report``) and by any other sweep whose
 rounds are interleaved the same way.
 """
 

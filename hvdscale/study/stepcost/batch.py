@@ -4,10 +4,10 @@ Strong scaling divides a fixed global batch across ranks, so each rank runs a sm
 For a config this runs one rank (``independent``, no communication) at each per-rank batch size,
 through the sweep's own launch machinery (one launch per point, records in the results
 directory, points already recorded are skipped), then times the RNN layer's GEMMs
-(``hvdscale.study.gemm``) at the config's hidden size and the same batch sizes, with the run's
-thread count. Relative to the largest batch, the words/s column is the ceiling on a rank's strong-
-scaling efficiency from compute alone when the largest batch is split into this size; the GEMM
-column shows how much of that loss the matrix multiplies explain.
+(``hvdscale.study.stepcost.gemm``) at the config's hidden size and the same batch sizes, with the
+run's thread count. Relative to the largest batch, the words/s column is the ceiling on a rank's
+strong-scaling efficiency from compute alone when the largest batch is split into this size; the
+GEMM column shows how much of that loss the matrix multiplies explain.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.config import load_config, to_dict
+from hvdscale.records.schema import SCHEMA_VERSION
 from hvdscale.study.plotting import figure
 
 STRATEGY = "independent"  # one rank, no communication: compute speed only
@@ -43,7 +44,7 @@ def run_batch_sweep(config: str, batches: list[int], overrides: list[str] | None
     """
     from hvdscale.core.threads import resolve_threads
     from hvdscale.records.provenance import git_revision, versions
-    from hvdscale.study import gemm
+    from hvdscale.study.stepcost import gemm
     from hvdscale.study.sweep import plan, sweep
 
     overrides = list(overrides or [])
@@ -68,7 +69,7 @@ def run_batch_sweep(config: str, batches: list[int], overrides: list[str] | None
                       gemm.GemmSpec([h], batches, threads=threads, repeats=GEMM_REPEATS))
     res = g["frameworks"][0]
     return {
-        "schema": 1, "kind": "batch", "status": "ok", "started": started,
+        "schema": SCHEMA_VERSION, "kind": "batch", "status": "ok", "started": started,
         "finished": datetime.now(UTC).isoformat(timespec="seconds"), "name": cfg.name,
         "framework": cfg.framework, "config": to_dict(cfg), "strategy": STRATEGY,
         "hidden": h, "threads": threads, "points": points,

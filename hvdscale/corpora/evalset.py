@@ -4,7 +4,7 @@ Synthetic data: sentences from their own seeded stream (``data.synthetic.eval_se
 derived from ``data.seed`` that no rank's training stream uses), of the same language (the same
 Markov chain or substitution table) and length distribution. Text: the file pair
 ``data.text.eval_src``/``eval_tgt``, else the lines ``data.text.eval_fraction`` holds out of
-training (``hvdscale.core.data.held_out``). Batches are sorted by length so evaluation pads
+training (``hvdscale.corpora.corpus.held_out``). Batches are sorted by length so evaluation pads
 little; their order is fixed, so the summed loss is the same however often it is computed.
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hvdscale.config import DataConfig
-from hvdscale.core.data import (
+from hvdscale.corpora.corpus import (
     Batch,
     _read_lines,
     _vocab_for,
@@ -25,7 +25,7 @@ from hvdscale.core.data import (
     make_synthetic,
     synthetic_lengths,
 )
-from hvdscale.core.synth_sources import floor_loss, learnable_sentences
+from hvdscale.corpora.synth_sources import floor_loss, learnable_sentences
 from hvdscale.errors import HvdscaleError
 
 EVAL_STREAM = 0x6576616C  # the evaluation set's stream tag; no rank index reaches it

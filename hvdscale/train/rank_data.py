@@ -8,8 +8,8 @@ from typing import Any
 
 from hvdscale.config import RunConfig
 from hvdscale.core.batching import BatchPlan, GlobalPlan, make_plan
-from hvdscale.core.data import Corpus, load_corpus
 from hvdscale.core.world import World
+from hvdscale.corpora.corpus import Corpus, load_corpus
 from hvdscale.errors import HvdscaleError
 
 

@@ -1,7 +1,7 @@
 """How close a single GPU's training step comes to what its GEMMs can do (issue 31), from the
 raw results ``bench/gpu_device.sh`` writes:
 
-    python -m hvdscale.study.gpu_limit OUT      (OUT/seeds and OUT/gemm hold the records)
+    python -m hvdscale.study.stepcost.gpu_limit OUT      (OUT/seeds and OUT/gemm hold the records)
 
 Per seed-notes run (fused or loop, TF32 off or on): words/s beside the notes' figures, the
 step's useful TFLOP/s, and the fraction of the step's time its GEMMs would need at their best.
@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hvdscale.study.step_flops import FWD_BWD
+from hvdscale.study.stepcost.step_flops import FWD_BWD
 
 NOTES = {"fused": (55411, 51046), "loop": (43398, 39369)}
 """Seed 000 and 001 words/s on one GPU: cudnn_lstm (fused) and dynamic_rnn (loop)."""
@@ -173,8 +173,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str]) -> int:
     """Print the table for the results folder ``argv[0]``."""
     if len(argv) != 1 or not Path(argv[0]).is_dir():
-        print("usage: python -m hvdscale.study.gpu_limit OUT (a bench/gpu_device.sh folder)",
-              file=sys.stderr)
+        print("usage: python -m hvdscale.study.stepcost.gpu_limit OUT "
+              "(a bench/gpu_device.sh folder)", file=sys.stderr)
         return 2
     out = Path(argv[0])
     gemms = [r for r in _records(out / "gemm") if r.get("kind") == "gemm"]

@@ -77,7 +77,7 @@ def touched_rows(cfg: RunConfig, ranks: int = 1, steps: int = SAMPLE_STEPS,
     if key in _TOUCHED:  # predict asks again for every strategy and rank count
         return _TOUCHED[key]
     from hvdscale.core.batching import make_plan
-    from hvdscale.core.data import load_corpus
+    from hvdscale.corpora.corpus import load_corpus
 
     m = cfg.model
     tgt_vocab = m.tgt_vocab or m.src_vocab
@@ -88,7 +88,7 @@ def touched_rows(cfg: RunConfig, ranks: int = 1, steps: int = SAMPLE_STEPS,
     shared = cfg.data.bucketing.enabled and cfg.data.bucketing.mode == "global"
     whole = load_corpus(cfg.data, m.data_kind, m.src_vocab, tgt_vocab, 0, size) if shared else None
     its = []
-    for r in range(ranks):  # exactly as the runner batches worker r of size (train/data.py)
+    for r in range(ranks):  # exactly as the runner batches worker r of size (train/rank_data.py)
         corpus = whole if whole is not None else \
             load_corpus(cfg.data, m.data_kind, m.src_vocab, tgt_vocab, r, size)
         its.append(make_plan(corpus, cfg.data, m.data_kind, r, size).batches())

@@ -30,7 +30,7 @@ class SyntheticConfig:
     """``uniform``: random tokens (nothing to learn; the lm's floor is ln of the real tokens);
     ``markov`` (lm): a seeded sparse Markov chain with an exactly known perplexity floor;
     ``mapped`` (nmt): target = seeded substitution + reversal of each clause of the source
-    (floor: zero loss). See hvdscale/core/synth_markov.py and synth_nmt.py."""
+    (floor: zero loss). See hvdscale/corpora/synth_markov.py and synth_nmt.py."""
     markov_order: int = 1
     """Tokens of context that determine the next token (1 or 2)."""
     markov_successors: int = 8

@@ -1,5 +1,5 @@
 """The learnable synthetic sources behind ``data.synthetic.kind`` and their loss floors:
-``markov`` for the lm (hvdscale.core.synth_markov), ``mapped`` for nmt (synth_nmt), and the
+``markov`` for the lm (hvdscale.corpora.synth_markov), ``mapped`` for nmt (synth_nmt), and the
 floor of ``uniform`` tokens. Framework-free; imports nothing above the synthetic generators."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from functools import lru_cache
 import numpy as np
 
 from hvdscale.config import SyntheticConfig
-from hvdscale.core.synth_markov import MarkovChain, make_chain, sample_sentences
-from hvdscale.core.synth_nmt import make_pairs, substitution_table
+from hvdscale.corpora.synth_markov import MarkovChain, make_chain, sample_sentences
+from hvdscale.corpora.synth_nmt import make_pairs, substitution_table
 from hvdscale.errors import HvdscaleError
 
 FIRST_ID = 4  # the first real token id (after <pad> <unk> <s> </s>)

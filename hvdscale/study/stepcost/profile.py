@@ -34,6 +34,7 @@ from typing import Any
 from hvdscale.config import RunConfig, load_config, tf32_in_force, to_dict
 from hvdscale.errors import HvdscaleError
 from hvdscale.frameworks.profiling import PHASES, ProfileSteps
+from hvdscale.records.schema import SCHEMA_VERSION
 from hvdscale.registry import check_framework
 
 IMPLS = ("fused", "loop")
@@ -51,8 +52,8 @@ NOTES = {"graph_ops": {"fused": 212, "loop": 1522, "ratio": 7.1},
 def _batches(cfg: RunConfig) -> tuple[Any, int, int]:
     """An endless stream of this config's batches (as one rank of one) and the vocab sizes."""
     from hvdscale.core.batching import make_plan
-    from hvdscale.core.data import load_corpus
-    from hvdscale.train.data import vocab_sizes
+    from hvdscale.corpora.corpus import load_corpus
+    from hvdscale.train.rank_data import vocab_sizes
 
     corpus = load_corpus(cfg.data, cfg.model.data_kind, cfg.model.src_vocab, cfg.model.tgt_vocab,
                          0, 1)
@@ -173,7 +174,7 @@ def run_profile(config: str, overrides: list[str] | None = None, steps: int = 2,
     compiled = {k: impls["compiled"][k] / impls["fused"][k] for k in counts
                 if "compiled" in impls and k in impls["fused"] and impls["fused"][k]}
     return {
-        "schema": 1, "kind": "profile", "status": "ok", "started": started,
+        "schema": SCHEMA_VERSION, "kind": "profile", "status": "ok", "started": started,
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": socket.gethostname(), "name": cfg.name, "framework": cfg.framework,
         "config": to_dict(cfg), "steps": steps,

@@ -5,14 +5,14 @@ machinery (``hvdscale.study.sweep.sweep``: same launchers, logs, time limit, fai
 records, skip of what is recorded). Repeats are interleaved: round r launches every point once
 before round r+1 starts, so slow phases of a shared machine hit all points alike, and ratios
 are taken per round (paired); each launch's record is tagged with its round
-(``hvdscale.study.rounds``), so a failed launch leaves its round empty instead of shifting the
-later ones. Horovod's defaults (128 MiB, 1 ms, hooks: verified in 0.28.1's
+(``hvdscale.study.paired.rounds``), so a failed launch leaves its round empty instead of shifting
+the later ones. Horovod's defaults (128 MiB, 1 ms, hooks: verified in 0.28.1's
 ``horovod/common/operations.cc``), fusion off and, optionally, Horovod's autotuner's choice and
 independent replicas are measured the same way.
 Each launch also captures a few steps of Horovod's timeline after its measured window,
 summarised per point (allreduce time, fused buffers).
 
-Outputs in the results directory (``hvdscale.study.fusion_report``): ``fusion.md`` (table and
+Outputs in the results directory (``hvdscale.study.fusion.report``): ``fusion.md`` (table and
 recommendation), ``fusion.json``, ``fusion_heatmap.png``; records in ``results.jsonl``, timelines
 in ``timelines/``, autotune logs in ``autotune/``.
 """
@@ -28,8 +28,8 @@ from typing import Any
 
 from hvdscale.config import load_config
 from hvdscale.errors import HvdscaleError
-from hvdscale.study.fusion_report import analyze
-from hvdscale.study.fusion_settings import Setting, grid_settings, parse_floats, parse_overlaps
+from hvdscale.study.fusion.report import analyze
+from hvdscale.study.fusion.settings import Setting, grid_settings, parse_floats, parse_overlaps
 from hvdscale.study.sweep.hostfile import write_hostfile
 from hvdscale.study.sweep.launcher import read_out
 from hvdscale.study.sweep.plan import (

@@ -16,6 +16,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from hvdscale.records import schema
+
 ROUND_SUFFIX = "-round"
 _TAG = re.compile(re.escape(ROUND_SUFFIX) + r"(\d+)$")
 
@@ -41,7 +43,7 @@ def by_round(recs: Sequence[dict[str, Any]], repeats: int) -> list[dict[str, Any
     out: list[dict[str, Any] | None] = [None] * repeats
     untagged = []
     for rec in recs:
-        if rec.get("status") != "ok":
+        if not schema.is_ok(rec):
             continue
         r = round_of(rec)
         if r is None:
@@ -56,7 +58,7 @@ def by_round(recs: Sequence[dict[str, Any]], repeats: int) -> list[dict[str, Any
 
 def words_by_round(recs: Sequence[dict[str, Any]]) -> list[float | None]:
     """One point's words/s per round (``by_round`` over as many rounds as its records tag or
-    hold): what paired ratios (``hvdscale.study.recommend``) divide round by round."""
+    hold): what paired ratios (``hvdscale.study.paired.recommend``) divide round by round."""
     tags = [r for r in map(round_of, recs) if r is not None]
     n = max([len(recs), *(t + 1 for t in tags)])
-    return [None if rec is None else rec["words_per_s"] for rec in by_round(recs, n)]
+    return [None if rec is None else schema.words_per_s(rec) for rec in by_round(recs, n)]

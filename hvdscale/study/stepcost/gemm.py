@@ -18,8 +18,7 @@ repeat, after a warm-up; each repeat runs enough calls to last ``min_time_s``; t
 repeats is reported. With one thread the clock is this process's CPU time by default (other
 processes' turns on a shared core do not count), with more threads wall time. The peak is the
 best GFLOP/s of a large square GEMM measured in the same run, with the same clock. Threads are
-set explicitly (default 1) before the framework starts and recorded.
-"""
+set explicitly (default 1) before the framework starts and recorded."""
 
 from __future__ import annotations
 
@@ -36,15 +35,16 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.errors import HvdscaleError
+from hvdscale.records.schema import SCHEMA_VERSION
 from hvdscale.registry import FRAMEWORKS, LIBRARIES, check_framework
-from hvdscale.study.gemm_findings import (
+from hvdscale.study.plotting import figure
+from hvdscale.study.stepcost.gemm_findings import (
     batch_growth,
     findings_text,
     pretranspose_wins,
     result_label,
     slower_with_larger_batch,
 )
-from hvdscale.study.plotting import figure
 from hvdscale.study.sweep.names import parse_names
 
 VARIANTS = ("NN", "TN", "NT")
@@ -336,7 +336,7 @@ def run_gemm(frameworks: list[str], spec: GemmSpec,
         res["batch_growth"] = batch_growth(res["rows"])
         results.append(res)
     return {
-        "schema": 1, "kind": "gemm", "status": "ok", "started": started,
+        "schema": SCHEMA_VERSION, "kind": "gemm", "status": "ok", "started": started,
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": socket.gethostname(), "threads": spec.threads, "clock": used,
         "device": spec.device, "precisions": list(spec.precisions),

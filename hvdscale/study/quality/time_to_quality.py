@@ -20,6 +20,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from hvdscale.records import schema
 from hvdscale.records.experiment import experiment_id, strategy_label
 from hvdscale.study.plotting import figure
 
@@ -64,7 +65,7 @@ def crossing(curve: list[dict[str, Any]], loss: float) -> dict[str, Any] | None:
 
 def reached_at(rec: dict[str, Any]) -> dict[str, Any] | None:
     """The interpolated crossing of a record's own target (None: not reached, or diverged)."""
-    q = rec["quality"]
+    q = schema.quality(rec)
     loss = target_loss(q["until"], q.get("floor_loss"))
     # The run's own verdict stands: not reached, or diverged (its curve may dip below a loose
     # target after rising above the initial loss; that is no arrival).
@@ -94,8 +95,8 @@ def id_without(config: dict[str, Any], section: str, keys: tuple[str, ...]) -> s
 def _group(rec: dict[str, Any]) -> tuple:
     """The experiment without its scaling axis: one table holds its strong and weak runs at
     every rank count. Metric and target are in the id and also named for the heading."""
-    c = rec["config"]
-    until = rec["quality"]["until"]
+    c = schema.config(rec)
+    until = schema.quality(rec)["until"]
     return (c["model"]["kind"], source_name(c), c["framework"], until.get("metric"),
             until.get("target"), c["model"].get("rnn_impl"), id_without(c, "data", ("scaling",)))
 
@@ -103,16 +104,15 @@ def _group(rec: dict[str, Any]) -> tuple:
 def _quality_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Records of runs that trained to a target (``measure.until``); an evaluation curve
     alone (``eval_every`` without a target) has no time to quality."""
-    return [r for r in records if r.get("status") == "ok"
-            and (r.get("quality") or {}).get("until")]
+    return [r for r in records if schema.is_ok(r) and schema.quality_or_empty(r).get("until")]
 
 
 def _latest(records: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
     """The latest record per (group, strategy, scaling, ranks)."""
     out: dict[tuple, dict[str, Any]] = {}
     for r in _quality_records(records):
-        c = r["config"]
-        out[(_group(r), strategy_label(c), c["data"]["scaling"], r["ranks"])] = r
+        c = schema.config(r)
+        out[(_group(r), strategy_label(c), c["data"]["scaling"], schema.ranks(r))] = r
     return out
 
 
@@ -126,10 +126,10 @@ def _cells(rec: dict[str, Any] | None, base: dict[str, Any] | None) -> list[str]
     global batch in tokens and B_simple (tokens)."""
     if rec is None:
         return ["", "", "", "", "", "", "", ""]
-    c, q = rec["config"], rec["quality"]
+    c, q, workers = schema.config(rec), schema.quality(rec), schema.workers(rec)
     per_rank = c["data"]["batch_size"] if c["data"]["scaling"] == "weak" else \
-        c["data"]["batch_size"] / rec["workers"]
-    glob = per_rank * rec["workers"]
+        c["data"]["batch_size"] / workers
+    glob = per_rank * workers
     hit = reached_at(rec)
     stop = q.get("time_to_target_s")  # measured: the evaluation that met the target
     if hit is None:
@@ -138,7 +138,7 @@ def _cells(rec: dict[str, Any] | None, base: dict[str, Any] | None) -> list[str]
         ttt_s = f"{hit['train_s']:.1f}" + (f" (stop {stop:.1f})" if stop is not None else "")
     sp = thr = eff = ""
     if base is not None and rec is not base:
-        thr_x = rec["words_per_s"] / base["words_per_s"]
+        thr_x = schema.words_per_s(rec) / schema.words_per_s(base)
         thr = f"{thr_x:.2f}"
         bhit = reached_at(base)
         if hit is not None and bhit is not None:
@@ -166,7 +166,7 @@ def _verdict(rec: dict[str, Any] | None, base: dict[str, Any] | None) -> str:
         return "1-rank target not reached"
     if hit is None:
         return "target not reached"
-    eff = bhit["train_s"] / hit["train_s"] / (rec["words_per_s"] / base["words_per_s"])
+    eff = bhit["train_s"] / hit["train_s"] / (schema.words_per_s(rec) / schema.words_per_s(base))
     if eff >= SURVIVES:
         return f"kept ({eff:.2f})"
     return (f"lost ({eff:.2f}): steps to target x{_steps(hit) / _steps(bhit):.2f}, words to "
@@ -232,7 +232,7 @@ def plot_quality(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
             for (g, strategy, scaling, n), rec in sorted(latest.items(), key=repr):
                 if g != group or strategy == "independent":
                     continue
-                curve = rec["quality"]["curve"]
+                curve = schema.quality(rec)["curve"]
                 label = f"{strategy} {scaling} np={n}"
                 loss = [p["loss"] for p in curve]
                 by_time.plot([p["wall_s"] for p in curve], loss, marker=".", label=label)

@@ -5,7 +5,7 @@ them ready, into buckets of ``bucket_cap_mb`` (the first one too: torch's 1 MiB 
 applies only when no size is given, and every point here gives one), and each bucket is
 allreduced as soon as it is full. Every ``bucket_cap_mb`` is one launch through the sweep's
 machinery, rounds interleaved; DDP's default size (25 MiB) is the reference and the
-recommendation is the same paired per-round rule as Horovod's (``hvdscale.study.recommend``),
+recommendation is the same paired per-round rule as Horovod's (``hvdscale.study.paired.recommend``),
 so a report can put "Horovod tuned" beside "DDP tuned".
 """
 
@@ -21,9 +21,10 @@ from typing import Any
 
 from hvdscale.config import DDPConfig, load_config
 from hvdscale.errors import HvdscaleError
-from hvdscale.study.fusion_report import paired, words_per_round
-from hvdscale.study.fusion_settings import parse_floats
-from hvdscale.study.recommend import recommend
+from hvdscale.records import schema
+from hvdscale.study.fusion.report import paired, words_per_round
+from hvdscale.study.fusion.settings import parse_floats
+from hvdscale.study.paired.recommend import recommend
 from hvdscale.study.sweep.hostfile import write_hostfile
 from hvdscale.study.sweep.launcher import read_out
 from hvdscale.study.sweep.plan import (
@@ -129,18 +130,18 @@ def run_buckets(spec: BucketSpec, say: Callable[[str], None] = print) -> dict[st
 
 def analyze(rows: Sequence[tuple[float | None, list[dict[str, Any] | None]]]) -> dict[str, Any]:
     """Medians per bucket size; the recommendation (paired per-round ratios over DDP's
-    default, the rule of ``hvdscale.study.recommend``) and the best size's paired gains.
+    default, the rule of ``hvdscale.study.paired.recommend``) and the best size's paired gains.
     Each row's records are indexed by round, None for a round whose launch failed."""
     table, recs_of = [], {}
     for mb, rounds in rows:
         recs = [r for r in rounds if r is not None]
-        wps = [r["words_per_s"] for r in recs]
+        wps = [schema.words_per_s(r) for r in recs]
         recs_of[label(mb)] = rounds
         table.append({"label": label(mb), "bucket_cap_mb": mb, "repeats": len(recs),
                       "words_per_s": statistics.median(wps) if wps else None,
                       "words_per_s_all": words_per_round(rounds),
                       "buckets": _bucket_count(recs[0]) if recs else None,
-                      "loadavg": [r.get("loadavg") for r in recs]})
+                      "loadavg": [schema.loadavg(r) for r in recs]})
     ref = label(DDP_DEFAULT_MB)
     rec = recommend({r["label"]: r["words_per_s_all"] for r in table
                      if r["bucket_cap_mb"] is not None}, ref)
@@ -154,7 +155,7 @@ def analyze(rows: Sequence[tuple[float | None, list[dict[str, Any] | None]]]) ->
 
 
 def _bucket_count(rec: dict[str, Any]) -> int | None:
-    sizes = (rec.get("strategy") or {}).get("bucket_sizes")
+    sizes = schema.strategy_info(rec).get("bucket_sizes")
     return len(str(sizes).split(",")) if sizes else None
 
 

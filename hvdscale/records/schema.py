@@ -1,0 +1,155 @@
+"""What a record holds: the schema version every writer stamps, and the fields other wings read.
+
+A record is one JSON object per line of ``results.jsonl`` (``hvdscale.records.store``). Writers
+(the runner, the sweep's failure records, ``gemm``, ``batch``, ``profile``, ``commbench``) stamp
+``SCHEMA_VERSION``; readers (the report, the predictor) go through the accessors below, so a field
+renamed or moved is changed here once. Accessors of required fields raise ``KeyError`` as the
+dict would (a record missing them is malformed); optional ones return ``None`` or an empty dict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+SCHEMA_VERSION = 1
+RUN_KIND = "run"  # a training run's record; other kinds: gemm, batch, profile, commbench
+
+Record = Mapping[str, Any]
+
+
+def status(rec: Record) -> str | None:
+    """``ok`` or ``failed``; ``None`` for a record that says neither."""
+    return rec.get("status")
+
+
+def is_ok(rec: Record) -> bool:
+    """The record of a completed run or measurement."""
+    return rec.get("status") == "ok"
+
+
+def kind(rec: Record) -> str:
+    """What measured it: ``run`` (the default, a training run) or a study tool's kind."""
+    return rec.get("kind", RUN_KIND)
+
+
+def is_run(rec: Record) -> bool:
+    """A training run's record (not a gemm, batch, profile or commbench one)."""
+    return kind(rec) == RUN_KIND
+
+
+def ok_run(rec: Record) -> bool:
+    """A completed training run: what scaling tables and fits are made of."""
+    return is_ok(rec) and is_run(rec)
+
+
+def config(rec: Record) -> dict[str, Any]:
+    """The run's whole config, as ``hvdscale.config.to_dict`` wrote it."""
+    return rec["config"]
+
+
+def config_or_empty(rec: Record) -> dict[str, Any]:
+    """The config, or ``{}`` where a (failed or foreign) record has none."""
+    return rec.get("config") or {}
+
+
+def strategy_name(rec: Record) -> str:
+    """The configured strategy's name (``horovod``, ``ps``, ``ddp``...)."""
+    return rec["config"]["strategy"]["name"]
+
+
+def key(rec: Record) -> dict[str, Any]:
+    """The point's identity (``hvdscale.records.experiment.record_key``)."""
+    return rec["key"]
+
+
+def name(rec: Record) -> str:
+    """The config's name as the run recorded it."""
+    return rec["name"]
+
+
+def ranks(rec: Record) -> int:
+    """Ranks launched."""
+    return rec["ranks"]
+
+
+def workers(rec: Record) -> int:
+    """Ranks that computed gradients (a parameter server's servers do not)."""
+    return rec["workers"]
+
+
+def words_per_s(rec: Record) -> float:
+    """Target words per second over the measured window, all workers together."""
+    return rec["words_per_s"]
+
+
+def words(rec: Record) -> int:
+    """Target words trained in the measured window."""
+    return rec["words"]
+
+
+def window_s(rec: Record) -> float:
+    """Seconds of the measured window (warm-up excluded)."""
+    return rec["window_s"]
+
+
+def measured_steps(rec: Record) -> int:
+    """Steps in the measured window."""
+    return rec["measure"]["steps"]
+
+
+def padding(rec: Record) -> dict[str, Any]:
+    """The padding summary: the window's words and slots, each epoch's padded fractions."""
+    return rec["padding"]
+
+
+def hosts(rec: Record) -> list[str]:
+    """The hosts the ranks ran on; empty where the record does not say."""
+    return rec.get("hosts") or []
+
+
+def intra_op_threads(rec: Record) -> int:
+    """Intra-op threads a rank used (1 where the record does not say)."""
+    return (rec.get("threads") or {}).get("intra_op", 1) or 1
+
+
+def loadavg(rec: Record) -> list[float] | None:
+    """The host's load averages when the run finished."""
+    return rec.get("loadavg")
+
+
+def strategy_info(rec: Record) -> dict[str, Any]:
+    """What the strategy reported of itself (timeline, compute_includes_allreduce...)."""
+    return rec.get("strategy") or {}
+
+
+def startup(rec: Record) -> dict[str, Any] | None:
+    """The start-up marks (``hvdscale.records.startup``), where the run recorded them."""
+    value = rec.get("startup")
+    return value if isinstance(value, dict) else None
+
+
+def idle(rec: Record) -> dict[str, Any]:
+    """Straggler idle: per computing rank its compute and idle seconds, their steps; ``{}`` where
+    the run did not measure it."""
+    return rec.get("idle") or {}
+
+
+def rank_times(rec: Record) -> list[dict[str, Any]]:
+    """Per rank, its step, compute and communication seconds over the measured window."""
+    return rec["rank_times"]
+
+
+def step_time(rec: Record) -> dict[str, Any]:
+    """The step-time statistics over the window (mean, jitter...)."""
+    return rec["step_time"]
+
+
+def quality(rec: Record) -> dict[str, Any]:
+    """Training to a target: its ``until``, evaluation curve, verdict and time to target."""
+    return rec["quality"]
+
+
+def quality_or_empty(rec: Record) -> dict[str, Any]:
+    """``quality``, or ``{}`` for a run that evaluated nothing."""
+    return rec.get("quality") or {}
