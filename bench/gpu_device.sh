@@ -114,9 +114,6 @@ fi
 if [ "${1:-}" = --rehearse-cpu ]; then export REHEARSE=cpu; shift; fi
 [ $# -eq 2 ] || die "usage: bash bench/gpu_device.sh [--rehearse-cpu] BUNDLE OUT"
 PY=$(command -v "${PYTHON:-python3}") || die "no '${PYTHON:-python3}' on PATH (set PYTHON)"
-mkdir -p "$2" || die "cannot create $2"
-BUNDLE=$(cd "$(dirname "$1")" 2>/dev/null && echo "$PWD/$(basename "$1")") || die "no bundle at $1"
-OUT=$(cd "$2" && pwd)
 REHEARSE=${REHEARSE:-} "$PY" - <<'PY' || exit 2
 import os, sys
 try:
@@ -129,6 +126,10 @@ if os.environ["REHEARSE"] != "cpu" and not torch.cuda.is_available():
              f"{'unset' if cvd is None else repr(cvd)}): run this on a machine with a GPU, "
              "or pass --rehearse-cpu for a CPU rehearsal (no GPU figures)")
 PY
+# Only now that the machine can run it is anything written (a refusal leaves no trace).
+mkdir -p "$2" || die "cannot create $2"
+BUNDLE=$(cd "$(dirname "$1")" 2>/dev/null && echo "$PWD/$(basename "$1")") || die "no bundle at $1"
+OUT=$(cd "$2" && pwd)
 [ -e "$BUNDLE" ] || die "no bundle at $1 (build one: launch/bundle.sh, docs/offline.md)"
 if [ -f "$BUNDLE" ]; then  # the tarball launch/bundle.sh makes: unpack it beside the results
   tar -xzf "$BUNDLE" -C "$OUT" || die "cannot unpack $BUNDLE"
