@@ -84,7 +84,7 @@ BIN=$("$PY" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
 export PATH="$BIN:$PATH" PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2 OMP_NUM_THREADS=1 \
   CUDA_VISIBLE_DEVICES=""  # the GPU is present but unused: this is the CPU sweep
 [ "$(id -u)" != 0 ] || export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export PIN_CORES=$(IFS=,; echo "${cores[*]}") PIN_MAX_NP=$max_np
+export PIN_CORES=$(IFS=,; echo "${cores[*]}") PIN_MAX_NP=$max_np PIN_PYTHON=$PY
 
 # --- 2. the machine ------------------------------------------------------------------------------
 "$PY" - "$OUT/machine.json" "$LABEL" <<'PY'
