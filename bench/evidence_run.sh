@@ -11,7 +11,7 @@
 #
 # cpu: the sweep on the CPU only (CUDA_VISIBLE_DEVICES="", a core per rank: bench/pin_rank.sh),
 #      nothing else running: horovod, ps, ddp, independent at np = 1,2,3,4,6,8 on configs/demo.yaml
-#      in up to 3 interleaved rounds, the harness overhead at np 2 and 8 after round 1,
+#      in up to 3 interleaved rounds, then the harness overhead at np 2 and 8 if time is left,
 #      `predict --fit` on n <= 4 validated at 6 and 8 (bench/many_cores.sh), then Horovod
 #      against DDP at the largest np paired per round (OUT/paired.json), and `hvdscale fusion`
 #      at np 8 only if time is left.
@@ -41,7 +41,8 @@ plan() {  # prints both calls' stages and deadlines; fails where they exceed the
   total=$(( START_S + CPU_TIMEOUT_S + GPU_TIMEOUT_S ))
   echo "call 1: --part cpu, timeout_s $CPU_TIMEOUT_S, BUDGET_S $cpu"
   echo "  install 60 (verify-only when already installed), then the sweep's deadline $(( cpu - 60 - 10 ))s:"
-  echo "  rounds x 24 points (4 strategies x np 1,2,3,4,6,8) at ~9 s, overhead np 2 and 8 ~30 s each,"
+  echo "  rounds of 24 points (4 strategies x np 1,2,3,4,6,8) at ~9 s: 216 s a round, so 2 rounds at"
+  echo "  9 s a point, 3 at <= 6 s; then the overhead at np 2 and 8 (~30 s each) if time is left,"
   echo "  report (predict --fit n<=4, validated at 6 and 8) 15, paired np 8 5; fusion np 8 if >= 150 s left"
   echo "call 2: --part gpu, timeout_s $GPU_TIMEOUT_S, BUDGET_S $gpu (a stage starts with half its limit left)"
   echo "  $(grep -E '^stage [a-z]+ [0-9]+$' "$HERE/gpu_device.sh" | cut -d' ' -f2,3 | paste -sd, | sed 's/,/, /g')"
@@ -90,6 +91,7 @@ part_cpu() {  # BUNDLE OUT
   export NPS=${NPS:-1,2,3,4,6,8} ROUNDS=${ROUNDS:-3} CONFIGS=demo POINT_S=${POINT_S:-9} \
     STRATEGIES=horovod,ps,ddp,independent OVERHEAD_S=${OVERHEAD_S:-30} \
     OVERHEAD_ROUNDS=${OVERHEAD_ROUNDS:-2} LABEL=evidence-cpu
+  export OVERHEAD_AFTER=${OVERHEAD_AFTER:-$ROUNDS}  # the rounds first: they are worth more
   export DEADLINE_S=$(( budget - 60 - 10 ))  # the install (<= 60 s) and the paired step outside it
   echo "evidence_run cpu: budget ${budget}s, sweep deadline ${DEADLINE_S}s, NPS=$NPS ROUNDS=$ROUNDS"
   bash "$HERE/many_cores.sh" "$1" "$2"

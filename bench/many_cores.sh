@@ -14,7 +14,7 @@
 #    configs/<name>.yaml), each rank's process pinned to a core of its own (bench/pin_rank.sh; one
 #    compute thread: threads.intra_op=1), Horovod's background thread on a spare core; the load
 #    is recorded before and after every sweep (OUT/load.log) and in every run record; after the
-#    first round, bench/bench_overhead.py at np = 2 and the largest np;
+#    first round ($OVERHEAD_AFTER names another), bench/bench_overhead.py at np = 2 and the largest np;
 # 4. validates `predict --fit` (fit on n <= 4, predict every larger n) and writes the tables:
 #    OUT/report.md and OUT/validate.json (bench/many_cores_report.py).
 #
@@ -153,8 +153,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
   order=("${configs[@]}")
   (( r % 2 )) || for ((i = 0; i < ${#configs[@]}; i++)); do order[i]=${configs[-1 - i]}; done
   for c in "${order[@]}"; do sweep "$r" "$c"; done
-  # After the first round: the harness overhead where every rank has cores of its own.
-  if (( r == 1 )); then overhead 2; (( max_np == 2 )) || overhead "$max_np"; fi
+  # After round OVERHEAD_AFTER (default 1): the harness overhead, every rank on a core of its own.
+  if (( r == ${OVERHEAD_AFTER:-1} || (r == ROUNDS && ${OVERHEAD_AFTER:-1} > ROUNDS) )); then overhead 2; (( max_np == 2 )) || overhead "$max_np"; fi
 done
 
 # --- 4. validation and tables --------------------------------------------------------------------
