@@ -75,8 +75,8 @@ r = [x["ratio"] for x in rows]
 res = {"pairs": rows, "median": statistics.median(r) if r else None,
        "min": min(r, default=None), "max": max(r, default=None)}
 json.dump(res, open(out / "paired.json", "w"), indent=1)
-print(f"horovod/ddp at the largest np: {len(r)} paired round(s), median "
-      f"{res['median'] if r else '-'} (range {res['min']}-{res['max']})")
+print(f"horovod/ddp at the largest np: {len(r)} paired round(s)" + (
+    f", median {res['median']:.3f} (range {res['min']:.3f}-{res['max']:.3f})" if r else ""))
 PY
 }
 
@@ -104,6 +104,8 @@ part_cpu() {  # BUNDLE OUT
     timeout $(( left - 10 )) "$PY" -m hvdscale fusion configs/demo.yaml --np 8 --threshold-mb 0,4,64 \
       --cycle-ms 1,5 --overlap hooks --repeats 1 --no-plot --set threads.intra_op=1 \
       --out "$2/fusion" >"$2/fusion.log" 2>&1 || echo "fusion: rc=$? (cut or failed: $2/fusion.log)"
+  elif [ -n "$REHEARSE" ]; then
+    echo "fusion at np 8 left out: a rehearsal (np 8 needs 8 cores)" | tee "$2/fusion.skipped"
   else
     echo "fusion at np 8 left out: ${left}s left (needs 150)" | tee "$2/fusion.skipped"
   fi
@@ -112,7 +114,7 @@ part_cpu() {  # BUNDLE OUT
 
 part_gpu() {  # BUNDLE OUT
   local rc left
-  export BUDGET_S=${BUDGET_S:-$(( GPU_TIMEOUT_S - 15 ))}
+  export BUDGET_S=${BUDGET_S:-$([ -z "$REHEARSE" ] && echo $(( GPU_TIMEOUT_S - 15 )) || echo 900)}
   [ -n "$REHEARSE" ] || export SEED_WARMUP=${SEED_WARMUP:-2} SEED_STEPS=${SEED_STEPS:-6}
   local t0; t0=$(date +%s)
   bash "$HERE/gpu_device.sh" ${REHEARSE:+--rehearse-cpu} "$1" "$2"
