@@ -42,11 +42,13 @@ if [ "${REHEARSE:-}" = cpu ]; then  # the CPU has fp32 and bf16 only (tf32 is re
         --set data.batch_size=8 --set data.synthetic.max_len=10
         --set data.synthetic.sentences_per_rank=64)
 fi
-IFS=, read -r -a IMPLS <<<"${IMPLS:-$impls}"
-IFS=, read -r -a PRECISIONS <<<"${PRECISIONS:-$precs}"
-IFS=, read -r -a PROFILE_PRECISIONS <<<"${PROFILE_PRECISIONS:-$prof}"
-IFS=, read -r -a STRAT_IMPLS <<<"${STRAT_IMPLS:-$s_impls}"
-IFS=, read -r -a STRAT_PRECISIONS <<<"${STRAT_PRECISIONS:-$s_precs}"
+# Arrays under names of their own: an exported list turned into an array would reach the
+# stages' own processes as its first element only.
+IFS=, read -r -a IMPL_LIST <<<"${IMPLS:-$impls}"
+IFS=, read -r -a PREC_LIST <<<"${PRECISIONS:-$precs}"
+IFS=, read -r -a PROF_LIST <<<"${PROFILE_PRECISIONS:-$prof}"
+IFS=, read -r -a S_IMPL_LIST <<<"${STRAT_IMPLS:-$s_impls}"
+IFS=, read -r -a S_PREC_LIST <<<"${STRAT_PRECISIONS:-$s_precs}"
 tf32_of() { [ "$1" = tf32 ] && echo on || echo off; }  # records name TF32 whatever the precision
 H=("${PY:-python3}" -m hvdscale)
 STEPS=(--set measure.warmup_steps=5 --set measure.steps=20)
@@ -59,8 +61,8 @@ st_strategies() {
   local impl p one=horovod,ps,ddp,independent two=ps,ddp,independent
   [ "$DEV" = cuda ] || one=horovod two=ps,ddp  # the rehearsal: each code path once
   echo "np=2 without horovod: the ranks share one GPU (Horovod's NCCL refuses that)"
-  for p in "${STRAT_PRECISIONS[@]}"; do
-    for impl in "${STRAT_IMPLS[@]}"; do
+  for p in "${S_PREC_LIST[@]}"; do
+    for impl in "${S_IMPL_LIST[@]}"; do
       local set=(--set device=$DEV --set model.rnn_impl=$impl --set precision=$p --set tf32=$(tf32_of $p))
       "${H[@]}" sweep configs/demo.yaml --np 1 --frameworks torch --strategies $one "${set[@]}" \
         "${STEPS[@]}" "${TINY[@]}" --out "$OUT/strategies" --timeout 90 --no-plot \
@@ -85,8 +87,8 @@ st_seeds() {
   # The seeds' model at each precision and RNN implementation; a failed run is said and the
   # rest still run (one precision missing must not cost the others).
   local p impl bad=0
-  for p in "${PRECISIONS[@]}"; do
-    for impl in "${IMPLS[@]}"; do
+  for p in "${PREC_LIST[@]}"; do
+    for impl in "${IMPL_LIST[@]}"; do
       echo "seeds: $p $impl $(date -u +%T)"
       "${H[@]}" run configs/nmt_torch.yaml --set device=$DEV --set model.rnn_impl=$impl \
         --set precision=$p --set tf32=$(tf32_of $p) "${TINY[@]}" \
@@ -98,7 +100,7 @@ st_seeds() {
 }
 st_profile() {  # fused, loop and compiled in one process, per precision; fp32 in OUT/profile
   local p dir bad=0
-  for p in "${PROFILE_PRECISIONS[@]}"; do
+  for p in "${PROF_LIST[@]}"; do
     dir=$OUT/profile; [ "$p" = fp32 ] || dir=$OUT/profile_$p
     echo "profile: $p $(date -u +%T)"
     "${H[@]}" profile configs/nmt_torch.yaml --set device=$DEV --set precision=$p \
@@ -119,7 +121,7 @@ st_gemm() {
 st_batch() {
   local impl batches=64,128,256,384,512
   [ "$DEV" = cuda ] || batches=4,8
-  for impl in "${STRAT_IMPLS[@]}"; do
+  for impl in "${S_IMPL_LIST[@]}"; do
     "${H[@]}" batch configs/nmt_torch.yaml --batch $batches --set device=$DEV \
       --set model.rnn_impl=$impl "${STEPS[@]}" "${TINY[@]}" --out "$OUT/batch_$impl" --timeout 60 \
       || return
