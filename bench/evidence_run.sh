@@ -46,7 +46,7 @@ plan() {  # prints both calls' stages and deadlines; fails where they exceed the
   echo "  report (predict --fit n<=4, validated at 6 and 8) 15, paired np 8 5; fusion np 8 if >= 150 s left"
   echo "call 2: --part gpu, timeout_s $GPU_TIMEOUT_S, BUDGET_S $gpu (a stage starts with half its limit left)"
   echo "  $(grep -E '^stage [a-z]+ [0-9]+$' "$HERE/gpu_device.sh" | cut -d' ' -f2,3 | paste -sd, | sed 's/,/, /g')"
-  echo "  expected: install ~20 (verify only), check ~60, seeds ~190 (9 runs at 2+6 steps): ~270s;"
+  echo "  expected: install ~30 (verify only), check ~60, seeds ~190 (9 runs at 2+6 steps): ~285s;"
   echo "  profile and what follows go to a later call"
   echo "  (what BUDGET_S cannot hold is skipped and named in OUT/skipped.txt, its command in OUT/next.txt)"
   echo "device time: start $START_S + $CPU_TIMEOUT_S + $GPU_TIMEOUT_S = ${total}s of ${SESSION_S}s"
@@ -98,7 +98,7 @@ part_cpu() {  # BUNDLE OUT
   rc=$?
   paired "$2" || rc=1
   left=$(( budget - ($(date +%s) - t0) ))
-  if [ -z "$REHEARSE" ] && (( left >= 150 )); then
+  if [ -z "$REHEARSE" ] && (( rc == 0 && left >= 150 )); then
     echo "fusion at np 8: ${left}s left"
     CUDA_VISIBLE_DEVICES="" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 \
     timeout $(( left - 10 )) "$PY" -m hvdscale fusion configs/demo.yaml --np 8 --threshold-mb 0,4,64 \
@@ -107,7 +107,7 @@ part_cpu() {  # BUNDLE OUT
   elif [ -n "$REHEARSE" ]; then
     echo "fusion at np 8 left out: a rehearsal (np 8 needs 8 cores)" | tee "$2/fusion.skipped"
   else
-    echo "fusion at np 8 left out: ${left}s left (needs 150)" | tee "$2/fusion.skipped"
+    echo "fusion at np 8 left out: ${left}s left (needs 150), sweep rc=$rc" | tee "$2/fusion.skipped"
   fi
   return $rc
 }
