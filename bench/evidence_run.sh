@@ -61,15 +61,14 @@ paired() {  # OUT: Horovod against DDP at the largest np, per round (the same ro
 import json, statistics, sys
 from pathlib import Path
 out = Path(sys.argv[1]); rows = []
-for f in sorted(out.glob("round*/demo/results.jsonl")):
-    recs = [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
-    ok = [r for r in recs if r.get("status") == "ok"]
-    if not ok:
-        continue
-    n = max(r["workers"] for r in ok)
+rounds = {f.parent.parent.name: [r for r in map(json.loads, f.read_text().splitlines())
+                                 if r.get("status") == "ok"]
+          for f in sorted(out.glob("round*/demo/results.jsonl"))}
+n = max((r["workers"] for recs in rounds.values() for r in recs), default=0)
+for name, ok in rounds.items():  # a round cut before np = n has no pair: left out
     ws = {r["config"]["strategy"]["name"]: r["words_per_s"] for r in ok if r["workers"] == n}
     if "horovod" in ws and "ddp" in ws:
-        rows.append({"round": f.parent.parent.name, "np": n, "horovod": ws["horovod"],
+        rows.append({"round": name, "np": n, "horovod": ws["horovod"],
                      "ddp": ws["ddp"], "ratio": ws["horovod"] / ws["ddp"]})
 r = [x["ratio"] for x in rows]
 res = {"pairs": rows, "median": statistics.median(r) if r else None,
@@ -93,6 +92,7 @@ part_cpu() {  # BUNDLE OUT
     OVERHEAD_ROUNDS=${OVERHEAD_ROUNDS:-2} LABEL=evidence-cpu
   export OVERHEAD_AFTER=${OVERHEAD_AFTER:-$ROUNDS}  # the rounds first: they are worth more
   export DEADLINE_S=$(( budget - 60 - 10 ))  # the install (<= 60 s) and the paired step outside it
+  export END_AT=$(( t0 + budget - 10 ))  # a slow install shortens the sweeps, never the report
   echo "evidence_run cpu: budget ${budget}s, sweep deadline ${DEADLINE_S}s, NPS=$NPS ROUNDS=$ROUNDS"
   bash "$HERE/many_cores.sh" "$1" "$2"
   rc=$?

@@ -25,6 +25,7 @@
 # estimate) and the whole run after the install $DEADLINE_S (default: the plan + 10%); what would not fit is cut
 # or skipped and said in OUT/phases.log. Results are small text files only (under 1 MB).
 # Overrides for a try on a small machine: NPS=1,2 ROUNDS=1 CONFIGS=demo STEPS=small LABEL=...
+# END_AT (epoch seconds) ends the measuring by then whatever the install took (a device call's limit).
 set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUNDLE=${1:?usage: bench/many_cores.sh BUNDLE OUT}
@@ -48,7 +49,11 @@ sweep_est=$(( n_nps * n_strat * POINT_S ))
 plan_s=$(( ROUNDS * n_cfg * sweep_est + 2 * OVERHEAD_S ))
 DEADLINE_S=${DEADLINE_S:-$(( plan_s * 11 / 10 + 60 ))}
 MEASURE_START=$START  # reset after the install: the deadline covers the plan, not the install
-left() { echo $(( DEADLINE_S - ($(date +%s) - MEASURE_START) )); }
+left() {  # seconds left: of DEADLINE_S after the install, and before END_AT (epoch s) if set
+  local now a; now=$(date +%s); a=$(( DEADLINE_S - (now - MEASURE_START) ))
+  [ -z "${END_AT:-}" ] || (( END_AT - now >= a )) || a=$(( END_AT - now ))
+  echo "$a"
+}
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/hvdscale-many-cores.XXXXXX")  # private (0700), new name
 trap 'rm -rf "$scratch"' EXIT
 
