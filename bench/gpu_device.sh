@@ -156,9 +156,12 @@ if os.environ["REHEARSE"] != "cpu" and not torch.cuda.is_available():
              "or pass --rehearse-cpu for a CPU rehearsal (no GPU figures)")
 PY
 [ -e "$BUNDLE" ] || die "no bundle at $1 (build one: launch/bundle.sh, docs/offline.md)"
-if [ -f "$BUNDLE" ]; then  # the tarball launch/bundle.sh makes: unpack it beside the results
-  tar -xzf "$BUNDLE" -C "$OUT" || die "cannot unpack $BUNDLE"
-  BUNDLE="$OUT/$(basename "$BUNDLE" .tar.gz)"
+if [ -f "$BUNDLE" ]; then  # the tarball launch/bundle.sh makes: unpacked in a private folder,
+  # not in OUT: a device call sends OUT back, and the wheels are tens of MB
+  unpacked=$(mktemp -d "${TMPDIR:-/tmp}/gpu-device-bundle.XXXXXX") || die "no temporary folder"
+  trap 'rm -rf "$unpacked"' EXIT
+  tar -xzf "$BUNDLE" -C "$unpacked" || die "cannot unpack $BUNDLE"
+  BUNDLE="$unpacked/$(basename "$BUNDLE" .tar.gz)"
   [ -d "$BUNDLE" ] || die "$1 did not unpack to $(basename "$BUNDLE")"
 fi
 [ -z "$REHEARSE" ] || echo "CPU rehearsal (--rehearse-cpu): tiny sizes on the CPU; no figure here is a GPU figure" \
