@@ -8,17 +8,20 @@
 # (b): Open MPI's wheel and a Horovod built with NCCL); it is installed into $PYTHON (default
 # python3) and everything runs with that Python, from any directory. OUT receives every raw
 # result, each naming the GPU, driver, CUDA, cuDNN, NCCL and torch versions (machine.json and
-# the records). Stages, each a process of its own under its own time limit, so one that hangs
-# cannot eat the others' time (about 8 minutes in all on an H100; one run there, 2026-11-27):
+# the records). Stages, in this order (of value, issue 43), each a process of its own under its
+# own time limit, so one that hangs cannot eat the others' time; BUDGET_S bounds them all:
 #   check       bench/gpu_check.py: fused/loop at np=1 on the GPU, np=2 with ddp (gloo) on the
 #               shared GPU, cuDNN kernels seen for fused only, synchronised timing
-#   strategies  horovod, ps, ddp, independent at np=1, fused and loop; np=2 on one GPU without
-#               horovod (its NCCL refuses two ranks on one GPU, by design: said in the log)
+#   seeds       configs/nmt_torch.yaml (seeds 000/001), np=1, IMPLS x PRECISIONS (default
+#               fused,loop,compiled x fp32,tf32,bf16)
+#   profile     kernels and operators per step, fused/loop/compiled, per PROFILE_PRECISIONS
+#   strategies  horovod, ps, ddp, independent at np=1; np=2 on one GPU without horovod (its NCCL
+#               refuses two ranks on one GPU, by design: said in the log); STRAT_IMPLS (fused,
+#               loop) x STRAT_PRECISIONS (fp32, bf16)
 #   exact       the exactness tests with each rank's replica on the GPU, TF32 off, np=2
-#   seeds       configs/nmt_torch.yaml (seeds 000/001) fused vs loop, np=1, tf32 off and on
-#   profile     kernels and operators per step, fused vs loop, on the GPU
+#   batch       per-rank batch where words/s stops growing, STRAT_IMPLS
 #   gemm        hvdscale gemm --device cuda, M=K 512..2560, N 1..256, fp32/tf32/bf16
-#   batch       per-rank batch where words/s stops growing, fused and loop
+#   limit       the limit table (limit.md) from seeds and gemm
 # Without a GPU it fails with one line (exit 2) before anything is installed.
 #
 # --rehearse-cpu runs every stage's own code path on the CPU with tiny sizes (CI does, in a
