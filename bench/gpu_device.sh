@@ -8,17 +8,20 @@
 # (b): Open MPI's wheel and a Horovod built with NCCL); it is installed into $PYTHON (default
 # python3) and everything runs with that Python, from any directory. OUT receives every raw
 # result, each naming the GPU, driver, CUDA, cuDNN, NCCL and torch versions (machine.json and
-# the records). Stages, each a process of its own under its own time limit, so one that hangs
-# cannot eat the others' time (about 8 minutes in all on an H100; one run there, 2026-11-27):
+# the records). Stages, in this order (of value, issue 43), each a process of its own under its
+# own time limit, so one that hangs cannot eat the others' time; BUDGET_S bounds them all:
 #   check       bench/gpu_check.py: fused/loop at np=1 on the GPU, np=2 with ddp (gloo) on the
 #               shared GPU, cuDNN kernels seen for fused only, synchronised timing
-#   strategies  horovod, ps, ddp, independent at np=1, fused and loop; np=2 on one GPU without
-#               horovod (its NCCL refuses two ranks on one GPU, by design: said in the log)
+#   seeds       configs/nmt_torch.yaml (seeds 000/001), np=1, IMPLS x PRECISIONS (default
+#               fused,loop,compiled x fp32,tf32,bf16)
+#   profile     kernels and operators per step, fused/loop/compiled, per PROFILE_PRECISIONS
+#   strategies  horovod, ps, ddp, independent at np=1; np=2 on one GPU without horovod (its NCCL
+#               refuses two ranks on one GPU, by design: said in the log); STRAT_IMPLS (fused,
+#               loop) x STRAT_PRECISIONS (fp32, bf16)
 #   exact       the exactness tests with each rank's replica on the GPU, TF32 off, np=2
-#   seeds       configs/nmt_torch.yaml (seeds 000/001) fused vs loop, np=1, tf32 off and on
-#   profile     kernels and operators per step, fused vs loop, on the GPU
+#   batch       per-rank batch where words/s stops growing, STRAT_IMPLS
 #   gemm        hvdscale gemm --device cuda, M=K 512..2560, N 1..256, fp32/tf32/bf16
-#   batch       per-rank batch where words/s stops growing, fused and loop
+#   limit       the limit table (limit.md) from seeds and gemm
 # Without a GPU it fails with one line (exit 2) before anything is installed.
 #
 # --rehearse-cpu runs every stage's own code path on the CPU with tiny sizes (CI does, in a
@@ -31,31 +34,45 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 
 # --- the stages: each is run as `bash gpu_device.sh --stage NAME` under `timeout` -------------
-DEV=cuda TINY=() IMPLS=(fused loop) TF32S=(off on)
-if [ "${REHEARSE:-}" = cpu ]; then
-  DEV=cpu IMPLS=(fused) TF32S=(off)
+# Lists (comma-separated env overrides): IMPLS for seeds and batch, PRECISIONS for seeds,
+# PROFILE_PRECISIONS for profile, STRAT_IMPLS (strategies and batch) and STRAT_PRECISIONS.
+DEV=cuda TINY=() impls=fused,loop,compiled precs=fp32,tf32,bf16 prof=fp32,tf32,bf16
+s_impls=fused,loop s_precs=fp32,bf16
+if [ "${REHEARSE:-}" = cpu ]; then  # the CPU has fp32 and bf16 only (tf32 is refused there)
+  DEV=cpu impls=fused precs=fp32,bf16 prof=fp32 s_impls=fused s_precs=fp32
   TINY=(--set model.embed_dim=32 --set model.hidden_size=32 --set model.encoder_layers=1
         --set model.decoder_layers=1 --set model.src_vocab=300 --set model.tgt_vocab=300
         --set data.batch_size=8 --set data.synthetic.max_len=10
         --set data.synthetic.sentences_per_rank=64)
 fi
+# Arrays under names of their own: an exported list turned into an array would reach the
+# stages' own processes as its first element only.
+IFS=, read -r -a IMPL_LIST <<<"${IMPLS:-$impls}"
+IFS=, read -r -a PREC_LIST <<<"${PRECISIONS:-$precs}"
+IFS=, read -r -a PROF_LIST <<<"${PROFILE_PRECISIONS:-$prof}"
+IFS=, read -r -a S_IMPL_LIST <<<"${STRAT_IMPLS:-$s_impls}"
+IFS=, read -r -a S_PREC_LIST <<<"${STRAT_PRECISIONS:-$s_precs}"
+tf32_of() { [ "$1" = tf32 ] && echo on || echo off; }  # records name TF32 whatever the precision
 H=("${PY:-python3}" -m hvdscale)
-STEPS=(--set measure.warmup_steps=5 --set measure.steps=20 --set tf32=off)
-[ "$DEV" = cuda ] || STEPS=(--set measure.warmup_steps=1 --set measure.steps=3 --set tf32=off)
+STEPS=(--set measure.warmup_steps=5 --set measure.steps=20)
+[ "$DEV" = cuda ] || STEPS=(--set measure.warmup_steps=1 --set measure.steps=3)
 st_install() { PYTHON=$PY bash launch/bundle.sh install "$BUNDLE"; }
 st_check() { PYTHON=$PY bash bench/gpu_check.sh ${REHEARSE:+--rehearse-cpu} --out "$OUT/gpu_check.json"; }
 st_strategies() {
   # One GPU: every strategy at np=1; at np=2 both ranks share it, where Horovod's NCCL refuses
   # (hvdscale says so and names ddp or ps): np=2 runs the strategies that work there.
-  local impl one=horovod,ps,ddp,independent two=ps,ddp,independent
+  local impl p one=horovod,ps,ddp,independent two=ps,ddp,independent
   [ "$DEV" = cuda ] || one=horovod two=ps,ddp  # the rehearsal: each code path once
   echo "np=2 without horovod: the ranks share one GPU (Horovod's NCCL refuses that)"
-  for impl in "${IMPLS[@]}"; do
-    "${H[@]}" sweep configs/demo.yaml --np 1 --frameworks torch --strategies $one --set device=$DEV \
-      --set model.rnn_impl=$impl "${STEPS[@]}" "${TINY[@]}" --out "$OUT/strategies" --timeout 90 --no-plot \
-      && "${H[@]}" sweep configs/demo.yaml --np 2 --frameworks torch --strategies $two --set device=$DEV \
-      --set model.rnn_impl=$impl "${STEPS[@]}" "${TINY[@]}" --out "$OUT/strategies" --timeout 90 --no-plot \
-      || return
+  for p in "${S_PREC_LIST[@]}"; do
+    for impl in "${S_IMPL_LIST[@]}"; do
+      local set=(--set device=$DEV --set model.rnn_impl=$impl --set precision=$p --set tf32=$(tf32_of $p))
+      "${H[@]}" sweep configs/demo.yaml --np 1 --frameworks torch --strategies $one "${set[@]}" \
+        "${STEPS[@]}" "${TINY[@]}" --out "$OUT/strategies" --timeout 90 --no-plot \
+        && "${H[@]}" sweep configs/demo.yaml --np 2 --frameworks torch --strategies $two "${set[@]}" \
+        "${STEPS[@]}" "${TINY[@]}" --out "$OUT/strategies" --timeout 90 --no-plot \
+        || return
+    done
   done
 }
 st_exact() {
@@ -70,18 +87,30 @@ st_exact() {
     tests/mpi/test_exactness.py tests/mpi_ddp/test_ddp_exactness.py -k "$sel"
 }
 st_seeds() {
-  local tf32 cfg
-  for tf32 in "${TF32S[@]}"; do
-    for cfg in configs/nmt_torch.yaml configs/nmt_torch_loop.yaml; do
-      "${H[@]}" run "$cfg" --set device=$DEV --set tf32=$tf32 "${TINY[@]}" \
+  # The seeds' model at each precision and RNN implementation; a failed run is said and the
+  # rest still run (one precision missing must not cost the others).
+  local p impl bad=0
+  for p in "${PREC_LIST[@]}"; do
+    for impl in "${IMPL_LIST[@]}"; do
+      echo "seeds: $p $impl $(date -u +%T)"
+      "${H[@]}" run configs/nmt_torch.yaml --set device=$DEV --set model.rnn_impl=$impl \
+        --set precision=$p --set tf32=$(tf32_of $p) "${TINY[@]}" \
         --set measure.warmup_steps="${SEED_WARMUP:-5}" --set measure.steps="${SEED_STEPS:-15}" \
-        --out "$OUT/seeds" --quiet || return
+        --out "$OUT/seeds" --quiet || bad=1
     done
   done
+  return $bad
 }
-st_profile() {
-  "${H[@]}" profile configs/nmt_torch.yaml --set device=$DEV --set tf32=off \
-    --set data.synthetic.sentences_per_rank=1536 "${TINY[@]}" --steps 2 --out "$OUT/profile"
+st_profile() {  # fused, loop and compiled in one process, per precision; fp32 in OUT/profile
+  local p dir bad=0
+  for p in "${PROF_LIST[@]}"; do
+    dir=$OUT/profile; [ "$p" = fp32 ] || dir=$OUT/profile_$p
+    echo "profile: $p $(date -u +%T)"
+    "${H[@]}" profile configs/nmt_torch.yaml --set device=$DEV --set precision=$p \
+      --set tf32=$(tf32_of $p) --set data.synthetic.sentences_per_rank=1536 "${TINY[@]}" \
+      --steps 2 --out "$dir" || bad=1
+  done
+  return $bad
 }
 st_gemm() {
   if [ "$DEV" = cuda ]; then
@@ -95,7 +124,7 @@ st_gemm() {
 st_batch() {
   local impl batches=64,128,256,384,512
   [ "$DEV" = cuda ] || batches=4,8
-  for impl in "${IMPLS[@]}"; do
+  for impl in "${S_IMPL_LIST[@]}"; do
     "${H[@]}" batch configs/nmt_torch.yaml --batch $batches --set device=$DEV \
       --set model.rnn_impl=$impl "${STEPS[@]}" "${TINY[@]}" --out "$OUT/batch_$impl" --timeout 60 \
       || return
@@ -131,9 +160,12 @@ mkdir -p "$2" || die "cannot create $2"
 BUNDLE=$(cd "$(dirname "$1")" 2>/dev/null && echo "$PWD/$(basename "$1")") || die "no bundle at $1"
 OUT=$(cd "$2" && pwd)
 [ -e "$BUNDLE" ] || die "no bundle at $1 (build one: launch/bundle.sh, docs/offline.md)"
-if [ -f "$BUNDLE" ]; then  # the tarball launch/bundle.sh makes: unpack it beside the results
-  tar -xzf "$BUNDLE" -C "$OUT" || die "cannot unpack $BUNDLE"
-  BUNDLE="$OUT/$(basename "$BUNDLE" .tar.gz)"
+if [ -f "$BUNDLE" ]; then  # the tarball launch/bundle.sh makes: unpacked in a private folder,
+  # not in OUT: a device call sends OUT back, and the wheels are tens of MB
+  unpacked=$(mktemp -d "${TMPDIR:-/tmp}/gpu-device-bundle.XXXXXX") || die "no temporary folder"
+  trap 'rm -rf "$unpacked"' EXIT
+  tar -xzf "$BUNDLE" -C "$unpacked" || die "cannot unpack $BUNDLE"
+  BUNDLE="$unpacked/$(basename "$BUNDLE" .tar.gz)"
   [ -d "$BUNDLE" ] || die "$1 did not unpack to $(basename "$BUNDLE")"
 fi
 [ -z "$REHEARSE" ] || echo "CPU rehearsal (--rehearse-cpu): tiny sizes on the CPU; no figure here is a GPU figure" \
@@ -148,10 +180,24 @@ export PY BUNDLE OUT PATH="$BIN:$PATH" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_A
 shm_mb=$(df -Pm /dev/shm 2>/dev/null | awk 'NR == 2 {print $4}')
 [ "${shm_mb:-0}" -ge 512 ] || export OMPI_MCA_btl=${OMPI_MCA_btl:-self,tcp}
 [ -z "$REHEARSE" ] || export CUDA_VISIBLE_DEVICES=""
-failed=()
+failed=() skipped=()
+T0=$(date +%s)
+# BUDGET_S (optional): the seconds this whole run may take (a device call's limit less a margin).
+# A stage starts only while at least half its limit is left, and never runs past the budget less
+# the limit stage's reserve; a stage left out is listed in OUT/skipped.txt for a later call.
 stage() {  # stage NAME LIMIT_S: runs when asked, in its own process, logs to OUT/NAME.log
-  local name=$1 limit=$2
+  local name=$1 limit=$2 left
   case "$STAGES" in *",$name,"*) ;; *) return 0 ;; esac
+  local var="LIMIT_${name^^}"; limit=${!var:-$limit}
+  if [ -n "${BUDGET_S:-}" ]; then
+    local reserve=20; [ "$name" != limit ] || reserve=0  # the limit table's time is kept
+    left=$(( BUDGET_S - ($(date +%s) - T0) - reserve ))
+    if (( left < limit / 2 )); then
+      skipped+=("$name"); echo "== $name skipped: ${left}s left of BUDGET_S, its limit ${limit}s"
+      echo "$name" >>"$OUT/skipped.txt"; return 0
+    fi
+    (( limit <= left )) || limit=$left
+  fi
   echo "== $name (limit ${limit}s) $(date -u +%T)"
   timeout -k 10 "$limit" bash "$HERE/gpu_device.sh" --stage "$name" >"$OUT/$name.log" 2>&1
   local rc=$?
@@ -178,17 +224,20 @@ json.dump({"rehearsal": "cpu" if rehearsal else None, "gpu": gpu,
            "python_executable": sys.executable, "cores": os.cpu_count(),
            "cpu": cpu, "memory_mb": mem, "loadavg": os.getloadavg()}, open(sys.argv[1], "w"), indent=1)
 PY
-stage check 240
-stage strategies 240
-stage exact 180
+[ -z "$REHEARSE" ] || LIMIT_CHECK=${LIMIT_CHECK:-240}  # four CPU runs at this machine's load
+stage check 120
 SEED_WARMUP=${SEED_WARMUP:-$([ -z "$REHEARSE" ] && echo 5 || echo 1)}
 SEED_STEPS=${SEED_STEPS:-$([ -z "$REHEARSE" ] && echo 15 || echo 2)}
 export SEED_WARMUP SEED_STEPS
-stage seeds 180
-stage profile 120
-stage gemm 120
+# In order of value (issue 43): the seeds' rows and kernels per step, then the strategies,
+# exactness, the batch sweep, and the GEMM curves (measured once already, 2026-11-27).
+stage seeds 300
+stage profile 360
+stage strategies 240
+stage exact 120
 stage batch 150
-stage limit 60
+stage gemm 90
+stage limit 30
 [ ! -f "$OUT/limit.log" ] || cp "$OUT/limit.log" "$OUT/limit.md"
-echo "== done $(date -u +%T); results in $OUT${failed[*]:+; failed: ${failed[*]}}"
+echo "== done $(date -u +%T); results in $OUT${failed[*]:+; failed: ${failed[*]}}${skipped[*]:+; skipped (no time left): ${skipped[*]}}"
 [ ${#failed[@]} -eq 0 ]

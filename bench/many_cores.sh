@@ -14,7 +14,7 @@
 #    configs/<name>.yaml), each rank's process pinned to a core of its own (bench/pin_rank.sh; one
 #    compute thread: threads.intra_op=1), Horovod's background thread on a spare core; the load
 #    is recorded before and after every sweep (OUT/load.log) and in every run record; after the
-#    first round, bench/bench_overhead.py at np = 2 and the largest np;
+#    first round ($OVERHEAD_AFTER names another), bench/bench_overhead.py at np = 2 and the largest np;
 # 4. validates `predict --fit` (fit on n <= 4, predict every larger n) and writes the tables:
 #    OUT/report.md and OUT/validate.json (bench/many_cores_report.py).
 #
@@ -25,6 +25,7 @@
 # estimate) and the whole run after the install $DEADLINE_S (default: the plan + 10%); what would not fit is cut
 # or skipped and said in OUT/phases.log. Results are small text files only (under 1 MB).
 # Overrides for a try on a small machine: NPS=1,2 ROUNDS=1 CONFIGS=demo STEPS=small LABEL=...
+# END_AT (epoch seconds) ends the measuring by then whatever the install took (a device call's limit).
 set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUNDLE=${1:?usage: bench/many_cores.sh BUNDLE OUT}
@@ -48,7 +49,11 @@ sweep_est=$(( n_nps * n_strat * POINT_S ))
 plan_s=$(( ROUNDS * n_cfg * sweep_est + 2 * OVERHEAD_S ))
 DEADLINE_S=${DEADLINE_S:-$(( plan_s * 11 / 10 + 60 ))}
 MEASURE_START=$START  # reset after the install: the deadline covers the plan, not the install
-left() { echo $(( DEADLINE_S - ($(date +%s) - MEASURE_START) )); }
+left() {  # seconds left: of DEADLINE_S after the install, and before END_AT (epoch s) if set
+  local now a; now=$(date +%s); a=$(( DEADLINE_S - (now - MEASURE_START) ))
+  [ -z "${END_AT:-}" ] || (( END_AT - now >= a )) || a=$(( END_AT - now ))
+  echo "$a"
+}
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/hvdscale-many-cores.XXXXXX")  # private (0700), new name
 trap 'rm -rf "$scratch"' EXIT
 
@@ -84,7 +89,7 @@ BIN=$("$PY" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
 export PATH="$BIN:$PATH" PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2 OMP_NUM_THREADS=1 \
   CUDA_VISIBLE_DEVICES=""  # the GPU is present but unused: this is the CPU sweep
 [ "$(id -u)" != 0 ] || export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export PIN_CORES=$(IFS=,; echo "${cores[*]}") PIN_MAX_NP=$max_np
+export PIN_CORES=$(IFS=,; echo "${cores[*]}") PIN_MAX_NP=$max_np PIN_PYTHON=$PY
 
 # --- 2. the machine ------------------------------------------------------------------------------
 "$PY" - "$OUT/machine.json" "$LABEL" <<'PY'
@@ -153,8 +158,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
   order=("${configs[@]}")
   (( r % 2 )) || for ((i = 0; i < ${#configs[@]}; i++)); do order[i]=${configs[-1 - i]}; done
   for c in "${order[@]}"; do sweep "$r" "$c"; done
-  # After the first round: the harness overhead where every rank has cores of its own.
-  if (( r == 1 )); then overhead 2; (( max_np == 2 )) || overhead "$max_np"; fi
+  # After round OVERHEAD_AFTER (default 1): the harness overhead, every rank on a core of its own.
+  if (( r == ${OVERHEAD_AFTER:-1} || (r == ROUNDS && ${OVERHEAD_AFTER:-1} > ROUNDS) )); then overhead 2; (( max_np == 2 )) || overhead "$max_np"; fi
 done
 
 # --- 4. validation and tables --------------------------------------------------------------------

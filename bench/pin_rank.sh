@@ -5,6 +5,7 @@
 # `hvdscale sweep --launcher-args`, so mpirun starts `pin_rank.sh python -m hvdscale run ...`.
 #   PIN_CORES   the usable core ids, comma-separated (many_cores.sh reads them from the machine)
 #   PIN_MAX_NP  the largest rank count of the sweep: cores past it are the spare ones
+#   PIN_PYTHON  the Python that pins where taskset is missing (default python3)
 set -euo pipefail
 lr=${OMPI_COMM_WORLD_LOCAL_RANK:-${PMIX_LOCAL_RANK:-0}}
 IFS=, read -r -a cores <<<"${PIN_CORES:?PIN_CORES is not set}"
@@ -17,4 +18,9 @@ if [ "$spare" -gt 0 ]; then
   for ((i = 0; i < max; i++)); do aff+=("${cores[$(( max + i % spare ))]}"); done
   export HOROVOD_THREAD_AFFINITY=$(IFS=,; echo "${aff[*]}")
 fi
-exec taskset -c "${cores[$lr]}" "$@"
+if command -v taskset >/dev/null; then exec taskset -c "${cores[$lr]}" "$@"; fi
+# No taskset (util-linux absent: the lent GPU machine had none): Python pins this process, then
+# becomes the rank's command; the affinity is inherited across exec.
+exec "${PIN_PYTHON:-python3}" -c 'import os, sys
+os.sched_setaffinity(0, {int(sys.argv[1])})
+os.execvp(sys.argv[2], sys.argv[2:])' "${cores[$lr]}" "$@"
