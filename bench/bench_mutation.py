@@ -300,7 +300,8 @@ def meets_goal(mod: dict[str, Any]) -> bool:
 def render(raw: dict[str, Any]) -> str:
     """The per-module table and the survivors, from the raw result alone."""
     out = [f"{raw['tool']}; each module against the tests named in bench/bench_mutation.py; "
-           "score = (killed + timed out) / (mutants - explained); goal 90%, 100% where marked *.", "",
+           "score = (killed + timed out) / (mutants - explained); "
+           "goal 90%, 100% where marked *.", "",
            "| module | mutants | killed | survived | timed out | explained | score | goal met |"
            " seconds | load 1-min before/after |",
            "|---|---|---|---|---|---|---|---|---|---|"]
