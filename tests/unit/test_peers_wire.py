@@ -65,6 +65,21 @@ def test_a_reply_is_the_fixed_layout_signed() -> None:
     assert wire.make_reply(KEY, NONCE, 1, {"step": 0}) == _reply(1, 0, 0, 2, 0.0, b"")
 
 
+@pytest.mark.parametrize(("code", "kind"),
+                         [(0, "compute"), (1, "communicate"), (2, "overlapped"), (3, "joined")])
+def test_every_phase_kind_travels_as_its_code(code: int, kind: str) -> None:
+    """The kinds are part of the wire: each name has its fixed code, both ways; a rank waiting
+    in a collective with no kind of its own is sent as "communicate"."""
+    state = {"phase": "p", "step": 3, "kind": kind, "for_s": 1.5, "waiting": False}
+    msg = wire.make_reply(KEY, NONCE, 2, state)
+    assert msg == _reply(kind=code, flags=2, text=b"p")
+    assert wire.read_reply(KEY, msg, NONCE, 2) == state
+    if kind == "communicate":
+        waiting = {"phase": "p", "step": 3, "for_s": 1.5, "waiting": True}
+        assert wire.read_reply(KEY, wire.make_reply(KEY, NONCE, 2, waiting), NONCE, 2) == {
+            **waiting, "kind": "communicate"}
+
+
 @pytest.mark.parametrize(("field", "ok", "bad"), [
     ("step", [-2**31, 2**31 - 1, -1, 0], [2**31, -2**31 - 1, 1.0, True and "1"]),
     ("for_s", [0.0, 1e9, "2.5"], [-1e-9, 1e9 * (1 + 1e-15), float("nan"), float("inf"), "x", None]),
