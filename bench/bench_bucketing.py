@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from hvdscale.study.stepcost.step_flops import FWD_BWD, lstm_flops_per_token
-from hvdscale.study.sweep.single import launch_run
+from hvdscale.study.sweep.single import RunLaunch, launch_run
 
 EMBED, HIDDEN, VOCAB = 128, 256, 8000
 LM = ["model.kind=lm", f"model.embed_dim={EMBED}", f"model.hidden_size={HIDDEN}",
@@ -78,8 +78,8 @@ MODES: dict[str, tuple[list[str], tuple[int, ...] | None, bool]] = {
 def run_point(np_: int, sets: list[str], out: str) -> dict:
     load_before = os.getloadavg()
     # Generous: other workers load this machine, and a loaded pad-to-max loop run is slow.
-    rec = launch_run(np_, "configs/demo.yaml", out, sets, env={"TF_CPP_MIN_LOG_LEVEL": "2"},
-                     timeout_s=3600)
+    rec = launch_run(np_, "configs/demo.yaml", out, sets,
+                     RunLaunch(env={"TF_CPP_MIN_LOG_LEVEL": "2"}, timeout_s=3600))
     rec["loadavg_before"], rec["loadavg_after"] = list(load_before), list(os.getloadavg())
     return rec
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from emit import emit, paired, words_per_s  # bench/ is on sys.path when a script runs
 
-from hvdscale.study.sweep.single import launch_run
+from hvdscale.study.sweep.single import RunLaunch, launch_run
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ("configs/demo.yaml", "configs/commheavy_torch.yaml")
@@ -61,7 +61,7 @@ def variants(config: str, tuned_hvd: str, tuned_ddp: str) -> dict[str, tuple[str
 def run_once(config: str, np_: int, sets: tuple[str, ...], out: str) -> dict:
     """One ``mpirun -np N hvdscale run``; returns its record with the load around it."""
     before = os.getloadavg()
-    rec = launch_run(np_, config, out, sets, cwd=ROOT)
+    rec = launch_run(np_, config, out, sets, RunLaunch(cwd=ROOT))
     return {"words_per_s": rec["words_per_s"], "step_ms": rec["step_time"]["median"] * 1e3,
             "breakdown": breakdown(rec), "load_before": list(before),
             "load_after": list(os.getloadavg())}

@@ -18,7 +18,7 @@ import tempfile
 
 from emit import emit  # bench/ is on sys.path when a script runs
 
-from hvdscale.study.sweep.single import launch_run
+from hvdscale.study.sweep.single import RunLaunch, launch_run
 
 # (label, ranks, strategy, --set overrides)
 VARIANTS = [
@@ -46,8 +46,9 @@ def main() -> int:
         for r in range(args.repeats):
             k = r % len(VARIANTS)
             for label, n, strategy, sets in VARIANTS[k:] + VARIANTS[:k]:
-                rec = launch_run(n, args.config, out, [f"strategy.name={strategy}", *args.set,
-                                                       *sets], env={"TF_CPP_MIN_LOG_LEVEL": "2"})
+                rec = launch_run(n, args.config, out,
+                                 [f"strategy.name={strategy}", *args.set, *sets],
+                                 RunLaunch(env={"TF_CPP_MIN_LOG_LEVEL": "2"}))
                 wps[label].append(rec["words_per_s"])
                 step_ms[label].append(rec["step_time"]["median"] * 1e3)
                 print(f"repeat {r + 1}/{args.repeats} {label:34s} "

@@ -7,15 +7,12 @@ only its named functions, given to mutmut as a patch file of their lines) with i
 fast unit tests where they suffice, ``mpirun -np 2`` where only ranks can tell. Everything runs
 in a private scratch copy of the checkout, so the worktree is never mutated.
 
-A survivor is either killed by a new test or listed in ``EQUIVALENT`` (its old and new line as
-mutmut shows them) with one line saying why: no test can tell it apart, or it changes only what
-the target's tests do not claim (a step's timing lines inside a reduction's function). The score
-is killed over mutants not so explained; the goal is 90% per module, 100% for the side
-channel's wire checks and the token-weighted reductions (``Target.full``).
-
-    python bench/bench_mutation.py --only peers_wire          # one module, merged into the raw
-    python bench/bench_mutation.py --ci                       # the CI slice: exit 1 on a survivor
-    python bench/bench_mutation.py --render bench/results/mutation.json
+A survivor is killed by a new test or listed in ``EQUIVALENT`` (old and new line) with one line
+saying why no test can tell it apart, or that it changes only what the target's tests do not
+claim. Score: detected (killed or timed out) over mutants not so explained; goal 90% a module,
+100% for the wire checks and the token-weighted reductions (``Target.full``). ``--only
+peers_wire`` runs one target into the raw file, ``--ci`` the CI slice (exit 1 on a survivor),
+``--render FILE`` prints a raw file's table.
 """
 
 from __future__ import annotations
@@ -56,7 +53,7 @@ class Target:
     ci_tests: tuple[str, ...] = ()  # the slice's tests where fewer suffice (CI's time); (): tests
 
 
-_U = "tests/unit/"
+_U, _M = "tests/unit/", "tests/mpi"
 TARGETS = (
     Target("peers_wire", "hvdscale/core/peers_wire.py",
            (_U + "test_peers_wire.py", _U + "test_peers_replay.py", _U + "test_peers_hostile.py"),
@@ -101,15 +98,13 @@ TARGETS = (
            ("tests/mpi/test_exactness.py", "-k", "ps_equals_one_process_and_horovod"),
            functions=("ParameterServer._exchange", "ParameterServer._sparse_exchange",
                       "ParameterServer.step"), np=2, full=True),
-    Target("ddp_tokens", "hvdscale/frameworks/torch/ddp.py",
-           ("tests/mpi_ddp/test_ddp_exactness.py",),
+    Target("ddp_tokens", "hvdscale/frameworks/torch/ddp.py", (_M + "_ddp/test_ddp_exactness.py",),
            functions=("DDPStrategy._tokens", "DDPStrategy._step", "DDPStrategy._idle_step"),
            np=2, full=True),
     Target("horovod_tf_tokens", "hvdscale/frameworks/tf/horovod.py",
            ("tests/mpi_tf/test_tf_exactness.py",), functions=("HorovodTF._global_tokens",),
            np=2, full=True),
-    Target("mwms_tokens", "hvdscale/frameworks/tf/mwms.py",
-           ("tests/mpi_mwms/test_mwms_exactness.py",),
+    Target("mwms_tokens", "hvdscale/frameworks/tf/mwms.py", (_M + "_mwms/test_mwms_exactness.py",),
            functions=("MWMSTF._tokens_fn", "MWMSTF._global_tokens", "MWMSTF.step"),
            np=2, full=True),
 )

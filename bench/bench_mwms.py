@@ -24,7 +24,7 @@ from pathlib import Path
 
 from emit import emit, paired, words_per_s  # bench/ is on sys.path when a script runs
 
-from hvdscale.study.sweep.single import launch_run
+from hvdscale.study.sweep.single import RunLaunch, launch_run
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = {"independent": ("strategy.name=independent",),
@@ -38,8 +38,8 @@ def run_once(config: str, np_: int, sets: tuple[str, ...], out: str) -> dict:
     """One ``mpirun -np N hvdscale run`` of the TF model; its figures and the load around it."""
     before = os.getloadavg()
     t0 = time.monotonic()
-    rec = launch_run(np_, config, out, ["framework=tf", *sets], quiet=True,
-                     env={"TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=ROOT)
+    rec = launch_run(np_, config, out, ["framework=tf", *sets],
+                     RunLaunch(quiet=True, env={"TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=ROOT))
     wall = time.monotonic() - t0
     return {"words_per_s": rec["words_per_s"], "step_ms": rec["step_time"]["median"] * 1e3,
             "wall_s": wall, "strategy": rec["strategy"].get("name"),

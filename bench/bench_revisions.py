@@ -23,7 +23,7 @@ from pathlib import Path
 
 from emit import emit  # bench/ is on sys.path when a script runs
 
-from hvdscale.study.sweep.single import launch_run
+from hvdscale.study.sweep.single import RunLaunch, launch_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,9 +47,10 @@ def export(rev: str, dest: Path) -> Path:
 def one_run(tree: Path, args: argparse.Namespace, out: Path) -> dict:
     """One run of the config from ``tree`` (its directory first on the import path)."""
     before = os.getloadavg()[0]
-    rec = launch_run(args.np, Path(args.config).resolve(), out, args.set, quiet=True,
-                     env={"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(tree)},
-                     timeout_s=900, cwd=tree)
+    rec = launch_run(args.np, Path(args.config).resolve(), out, args.set,
+                     RunLaunch(quiet=True,
+                               env={"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(tree)},
+                               timeout_s=900, cwd=tree))
     return {"words_per_s": rec["words_per_s"], "load_before": before,
             "load_after": os.getloadavg()[0]}
 

@@ -14,7 +14,7 @@ import tempfile
 
 from emit import emit  # bench/ is on sys.path when a script runs
 
-from hvdscale.study.sweep.single import launch_run
+from hvdscale.study.sweep.single import RunLaunch, launch_run
 
 
 def main() -> int:
@@ -27,7 +27,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as out:
         rec = launch_run(2, args.config, out, [f"measure.steps={args.steps}",
                                                f"strategy.name={args.strategy}"],
-                         env={"TF_CPP_MIN_LOG_LEVEL": "2"}, timeout_s=3600)
+                         RunLaunch(env={"TF_CPP_MIN_LOG_LEVEL": "2"}, timeout_s=3600))
     dec = rec["step_time_deciles"]
     result = {
         "config": args.config, "strategy": args.strategy, "steps": args.steps,

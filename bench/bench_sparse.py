@@ -27,7 +27,7 @@ from pathlib import Path
 
 from emit import emit  # bench/ is on sys.path when a script runs
 
-from hvdscale.study.sweep.single import launch_run
+from hvdscale.study.sweep.single import RunLaunch, launch_run
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = {
@@ -68,8 +68,9 @@ def one_run(fw: str, name: str, args: argparse.Namespace, out: Path) -> dict:
     sets = [*VARIANTS[name], f"measure.steps={args.steps}",
             f"measure.warmup_steps={args.warmup}"]
     before = list(os.getloadavg())
-    rec = launch_run(args.np, cfg, out, sets, quiet=True, launcher_args=("--oversubscribe",),
-                     env={"TF_CPP_MIN_LOG_LEVEL": "2"}, timeout_s=900, cwd=ROOT)
+    rec = launch_run(args.np, cfg, out, sets,
+                     RunLaunch(quiet=True, launcher_args=("--oversubscribe",),
+                               env={"TF_CPP_MIN_LOG_LEVEL": "2"}, timeout_s=900, cwd=ROOT))
     st = rec["strategy"]
     workers = len(st["workers"]) if name.startswith("ps") else 1
     if name.startswith("ps"):

@@ -19,7 +19,7 @@ import tempfile
 
 from emit import emit  # bench/ is on sys.path when a script runs
 
-from hvdscale.study.sweep.single import launch_run
+from hvdscale.study.sweep.single import RunLaunch, launch_run
 
 STRATEGIES = ("independent", "horovod", "ps")
 
@@ -27,7 +27,7 @@ STRATEGIES = ("independent", "horovod", "ps")
 def run_point(config: str, np_: int, strategy: str, out: str, sets: list[str]) -> dict:
     """One launch of ``config`` with ``strategy``, as a sweep launches its point; its record."""
     return launch_run(np_, config, out, [f"strategy.name={strategy}", *sets],
-                      env={"TF_CPP_MIN_LOG_LEVEL": "2"})
+                      RunLaunch(env={"TF_CPP_MIN_LOG_LEVEL": "2"}))
 
 
 def main() -> int:

@@ -61,23 +61,7 @@ def _run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None, started: s
 
     local_size = launch_local_size()
     intra, inter = _export_threads(cfg, local_size)
-
-    # The framework loads (and sizes its thread pools) before Horovod starts: TensorFlow's
-    # pools are fixed by its first op, and Horovod's collectives run ops.
-    from hvdscale.frameworks import load_framework
-
-    fw = load_framework(cfg.framework)
-    fw.set_threads(intra, inter)
-    # The device, before Horovod and before TensorFlow's runtime start: device=cuda without a
-    # GPU fails here, identically on every rank, before anything is trained or recorded.
-    from hvdscale.core.device import launch_local_rank, resolve_device
-
-    # device=cpu asks nothing of CUDA: counting GPUs would start its driver (seconds on a GPU host)
-    gpus = 0 if cfg.device == "cpu" else fw.gpu_count()
-    placement = resolve_device(cfg.device, gpus, launch_local_rank(), local_size)
-    fw.use_device(placement)
-    check_precision_device(cfg.precision, placement.kind)
-    fw.set_tf32(tf32_in_force(cfg))
+    fw, placement = _framework_on_device(cfg, intra, inter, local_size)
     startup.mark("imports")
     startup.init_mpi()
     startup.mark("mpi")
@@ -120,6 +104,28 @@ def _run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None, started: s
     ctx = RunContext(cfg, world, fw, placement, intra, inter, started, argv,
                      {"env": hvd_env, "used": hvd_used}, gpu_groups)
     return _train(ctx, strategy_cfg, out_dir, progress)
+
+
+def _framework_on_device(cfg: RunConfig, intra: int, inter: int,
+                         local_size: int) -> tuple[Any, Any]:
+    """The framework loaded with its threads, on its device, at its precision."""
+    # The framework loads (and sizes its thread pools) before Horovod starts: TensorFlow's
+    # pools are fixed by its first op, and Horovod's collectives run ops.
+    from hvdscale.frameworks import load_framework
+
+    fw = load_framework(cfg.framework)
+    fw.set_threads(intra, inter)
+    # The device, before Horovod and before TensorFlow's runtime start: device=cuda without a
+    # GPU fails here, identically on every rank, before anything is trained or recorded.
+    from hvdscale.core.device import launch_local_rank, resolve_device
+
+    # device=cpu asks nothing of CUDA: counting GPUs would start its driver (seconds on a GPU host)
+    gpus = 0 if cfg.device == "cpu" else fw.gpu_count()
+    placement = resolve_device(cfg.device, gpus, launch_local_rank(), local_size)
+    fw.use_device(placement)
+    check_precision_device(cfg.precision, placement.kind)
+    fw.set_tf32(tf32_in_force(cfg))
+    return fw, placement
 
 
 def _check_gpu_sharing(cfg: RunConfig, world: World, placement: Any,

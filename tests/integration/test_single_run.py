@@ -12,7 +12,7 @@ import pytest
 
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.store import results_path
-from hvdscale.study.sweep.single import launch_run
+from hvdscale.study.sweep.single import RunLaunch, launch_run
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["measure.warmup_steps=0", "measure.steps=2", "data.synthetic.sentences_per_rank=64",
@@ -23,9 +23,10 @@ def test_a_launch_returns_its_own_record_and_a_failure_says_why(tmp_path: Path) 
     out = tmp_path / "out"
     out.mkdir()
     results_path(out).write_text(json.dumps({"status": "ok", "ranks": 9, "earlier": True}) + "\n")
-    rec = launch_run(2, ROOT / "configs" / "demo.yaml", out, TINY, quiet=True,
-                     env={"TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=ROOT)
+    rec = launch_run(2, ROOT / "configs" / "demo.yaml", out, TINY,
+                     RunLaunch(quiet=True, env={"TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=ROOT))
     assert rec["status"] == "ok" and rec["ranks"] == 2 and "earlier" not in rec
     with pytest.raises(HvdscaleError, match=r"np=2 failed .*model.kind must be one of") as e:
-        launch_run(2, ROOT / "configs" / "demo.yaml", out, ["model.kind=bogus"], cwd=ROOT)
+        launch_run(2, ROOT / "configs" / "demo.yaml", out, ["model.kind=bogus"],
+                   RunLaunch(cwd=ROOT))
     assert "\n" not in str(e.value)

@@ -31,13 +31,13 @@ def run_to_target(task: str, fw: str, strategy: str, np_: int, sets: list[str],
     time-to-target benches keep from its record, plus the 1-minute load around it."""
     import os
 
-    from hvdscale.study.sweep.single import launch_run
+    from hvdscale.study.sweep.single import RunLaunch, launch_run
 
     out = Path(tempfile.mkdtemp(dir=work))
     before = os.getloadavg()[0]
     rec = launch_run(np_, quality_config(task, fw), out, [f"strategy.name={strategy}", *sets],
-                     launcher_args=("--oversubscribe",), env={"TF_CPP_MIN_LOG_LEVEL": "2"},
-                     timeout_s=900)
+                     RunLaunch(launcher_args=("--oversubscribe",),
+                               env={"TF_CPP_MIN_LOG_LEVEL": "2"}, timeout_s=900))
     after = os.getloadavg()[0]
     q = rec["quality"]
     return {"task": task, "framework": fw, "strategy": strategy, "np": np_,

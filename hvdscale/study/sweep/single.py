@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,19 +53,37 @@ def single_run_line(ranks: int, config: str | Path, out: str | Path,
     return cmd, launch_env(given)
 
 
+@dataclass(frozen=True)
+class RunLaunch:
+    """How ``launch_run`` starts its run, beyond the run itself.
+
+    Attributes:
+        quiet: pass ``--quiet`` to the run (no progress lines).
+        launcher_args: extra ``mpirun`` arguments (e.g. ``--oversubscribe``), placed last.
+        env: variables added to this process's environment for the launch.
+        timeout_s: seconds before the launch is killed.
+        cwd: the directory the launcher starts in (None: this one).
+    """
+
+    quiet: bool = False
+    launcher_args: tuple[str, ...] = ()
+    env: Mapping[str, str] | None = None
+    timeout_s: float = 600
+    cwd: str | Path | None = None
+
+
 def launch_run(ranks: int, config: str | Path, out: str | Path,
-               sets: tuple[str, ...] | list[str] = (), *, quiet: bool = False,
-               launcher_args: tuple[str, ...] = (), env: Mapping[str, str] | None = None,
-               timeout_s: float = 600, cwd: str | Path | None = None) -> dict[str, Any]:
+               sets: tuple[str, ...] | list[str] = (),
+               how: RunLaunch = RunLaunch()) -> dict[str, Any]:
     """Launch one run (see ``single_run_line``) and return the record it appended to ``out``.
 
     Raises:
         HvdscaleError: the launch failed or wrote no record (with the telling stderr line).
     """
-    cmd, full = single_run_line(ranks, config, out, sets, quiet, launcher_args, env)
+    cmd, full = single_run_line(ranks, config, out, sets, how.quiet, how.launcher_args, how.env)
     before = len(read_out(Path(out)))
-    proc = subprocess.run(cmd, env=full, cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout_s, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(cmd, env=full, cwd=how.cwd, capture_output=True, text=True,
+                          timeout=how.timeout_s, stdin=subprocess.DEVNULL)
     new = read_out(Path(out))[before:]
     if proc.returncode != 0 or not new:
         raise HvdscaleError(f"run of {config} at np={ranks} failed (exit {proc.returncode}): "
