@@ -72,19 +72,26 @@ def can_run_np2() -> str | None:
 
 
 def run_demo(impl: str, np: int, device: str, sets: list[str]) -> dict[str, Any]:
-    """One ``hvdscale run`` of the demo on ``device``; returns its record."""
+    """One ``hvdscale run`` of the demo on ``device``; returns its record. np > 1 is launched
+    as a sweep point is (``launch_run``: the sweep's mpirun line and environment)."""
+    from hvdscale.errors import HvdscaleError
+    from hvdscale.records.store import read_records
+    from hvdscale.study.sweep.single import RunLaunch, launch_run, run_program
+
     out = tempfile.mkdtemp(prefix="gpu_check-")
-    args = [sys.executable, "-m", "hvdscale", "run", "configs/demo.yaml", "--out", out]
     strategy = [f"strategy.name={NP2_STRATEGY}"] if np > 1 else []
-    for s in [f"device={device}", f"model.rnn_impl={impl}", *TINY, *SMALL, *strategy, *sets]:
-        args += ["--set", s]
+    sets = [f"device={device}", f"model.rnn_impl={impl}", *TINY, *SMALL, *strategy, *sets]
     if np > 1:
-        args = ["mpirun", "-np", str(np), "--oversubscribe", *args]
-    r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=900)
+        try:
+            return launch_run(np, "configs/demo.yaml", out, sets, RunLaunch(
+                launcher_args=("--oversubscribe",), timeout_s=900, cwd=ROOT))
+        except HvdscaleError as e:
+            raise PartFailed(f"{impl} np={np}: {e}") from None
+    r = subprocess.run(run_program("configs/demo.yaml", out, sets), cwd=ROOT,
+                       capture_output=True, text=True, timeout=900)
     if r.returncode != 0:
         raise PartFailed(f"{impl} np={np} exit {r.returncode}: {r.stderr.strip()[-1500:]}")
-    lines = (Path(out) / "results.jsonl").read_text().splitlines()
-    return json.loads(lines[-1])
+    return read_records(out)[-1]
 
 
 def _adapter(impl: str, device: str) -> Any:
@@ -231,7 +238,6 @@ def main() -> int:
         torch.set_num_threads(1)
     else:
         torch = need_gpu()
-    sys.path.insert(0, str(ROOT))
     from hvdscale.core.device import resolve_device
     from hvdscale.frameworks.torch import gpu_provenance
     from hvdscale.records.provenance import versions

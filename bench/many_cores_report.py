@@ -20,16 +20,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hvdscale.config import load_config
+from hvdscale.records.store import read_records
+from hvdscale.study.predict.inputs import reduced_bytes_per_step
+from hvdscale.study.predict.validate import evaluate
+from hvdscale.study.report.decompose import baseline, per_step
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from bench_predict_validate import evaluate  # noqa: E402
-
-from hvdscale.config import load_config  # noqa: E402
-from hvdscale.records.store import read_records  # noqa: E402
-from hvdscale.study.predict.inputs import reduced_bytes_per_step  # noqa: E402
-from hvdscale.study.report.decompose import baseline, per_step  # noqa: E402
 
 CONFIGS = {"demo": "configs/demo.yaml", "nmt_cpu_seed": "configs/nmt_cpu_seed.yaml"}
 
