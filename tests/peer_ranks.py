@@ -115,3 +115,21 @@ def step_state(step: int, kind: str, for_s: float = 7.0) -> dict[str, Any]:
     """A rank's answer in a step, as StepWatchdog.state() gives it (what the wire carries)."""
     return {"phase": f"step {step}", "step": step, "kind": kind, "for_s": for_s,
             "waiting": kind != "compute"}
+
+
+def forged_job(made: list[Any], rank: int, forge: Forge) -> dict[int, peers.Peers]:
+    """Ranks 0-2 (rank 1 busy in step 3, ranks 0 and 2 waiting) with ``rank``'s answering
+    address held by a ``Forger``; both go into ``made`` for ``close_made``."""
+    f = Forger(forge)
+    made.append(f)
+    states = {0: step_state(3, "communicate"), 1: step_state(3, "compute", 24.0),
+              2: step_state(3, "communicate")}
+    ps = start_ranks({r: lambda r=r: states[r] for r in states}, take_endpoint(rank, f.sock))
+    made.append(ps)
+    return ps
+
+
+def close_made(made: list[Any]) -> None:
+    """Close the forgers and stop the ranks ``forged_job`` made."""
+    for m in made:
+        m.close() if isinstance(m, Forger) else stop_ranks(m)

@@ -21,13 +21,13 @@ from hvdscale.core import peers
 from hvdscale.core import peers_wire as wire
 from tests.peer_ranks import (
     Forge,
-    Forger,
+    close_made,
+    forged_job,
     nonce_of,
     old_style,
     start_ranks,
     step_state,
     stop_ranks,
-    take_endpoint,
 )
 
 BUSY = step_state(3, "compute", 24.0)
@@ -36,18 +36,8 @@ WAITING = step_state(3, "communicate")
 def forged() -> Iterator[Callable[[int, Forge], dict[int, peers.Peers]]]:
     """Ranks 0-2 (rank 1 busy), with the answering address of one rank held by a forger."""
     made: list[Any] = []
-
-    def make(rank: int, forge: Forge) -> dict[int, peers.Peers]:
-        f = Forger(forge)
-        made.append(f)
-        states = {0: WAITING, 1: BUSY, 2: WAITING}
-        ps = start_ranks({r: lambda r=r: states[r] for r in states}, take_endpoint(rank, f.sock))
-        made.append(ps)
-        return ps
-
-    yield make
-    for m in made:
-        m.close() if isinstance(m, Forger) else stop_ranks(m)
+    yield lambda rank, forge: forged_job(made, rank, forge)
+    close_made(made)
 
 
 def test_a_forged_unsigned_reply_is_not_believed(forged: Callable) -> None:

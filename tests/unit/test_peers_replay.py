@@ -17,12 +17,12 @@ from hvdscale.core import peers
 from hvdscale.core import peers_wire as wire
 from tests.peer_ranks import (
     Forge,
-    Forger,
+    close_made,
+    forged_job,
     nonce_of,
     start_ranks,
     step_state,
     stop_ranks,
-    take_endpoint,
 )
 
 BUSY = step_state(3, "compute", 24.0)
@@ -46,18 +46,8 @@ def test_a_signed_reply_to_another_ask_is_refused_by_the_wire() -> None:
 def replayer() -> Iterator[Callable[[Forge], dict[int, peers.Peers]]]:
     """Ranks 0-2 (rank 1 busy), rank 2's answering address held by a replayer."""
     made: list[Any] = []
-
-    def make(forge: Forge) -> dict[int, peers.Peers]:
-        f = Forger(forge)
-        made.append(f)
-        states = {0: WAITING, 1: BUSY, 2: WAITING}
-        ps = start_ranks({r: lambda r=r: states[r] for r in states}, take_endpoint(2, f.sock))
-        made.append(ps)
-        return ps
-
-    yield make
-    for m in made:
-        m.close() if isinstance(m, Forger) else stop_ranks(m)
+    yield lambda forge: forged_job(made, 2, forge)
+    close_made(made)
 
 
 def test_a_replayed_signed_reply_is_not_believed(replayer: Callable) -> None:
