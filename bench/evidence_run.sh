@@ -6,6 +6,10 @@
 #   bash bench/evidence_run.sh --part gpu BUNDLE OUT/gpu    # call 2: ~4.5 min, timeout_s 300
 #   bash bench/evidence_run.sh --plan                       # the stages and deadlines; exit 1 if
 #                                                           # they do not fit the device's limits
+# --pack FILE (before --part) keeps FILE a .tar.gz of OUT, rewritten every PACK_EVERY_S (20) and at
+# the end: the device tool returns at most 8 files, 2 folders down, so a call writes OUT under
+# /tmp and packs it into $OUT; a call cut at its limit still returns what the last pack held:
+#   bash bench/evidence_run.sh --pack $OUT/cpu.tar.gz --part cpu BUNDLE /tmp/evidence/cpu
 # --rehearse-cpu (before --part) runs the same code paths on this CPU with tiny sizes: no figure
 # it writes is a GPU figure (gpu_device.sh labels its results so).
 #
@@ -35,6 +39,7 @@ CPU_TIMEOUT_S=${CPU_TIMEOUT_S:-540}          # the timeout_s each call is given
 GPU_TIMEOUT_S=${GPU_TIMEOUT_S:-300}
 REHEARSE=
 PART=
+PACK=
 
 plan() {  # prints both calls' stages and deadlines; fails where they exceed the device's limits
   local cpu=$(( CPU_TIMEOUT_S - 20 )) gpu=$(( GPU_TIMEOUT_S - 15 )) total ok=0
@@ -140,6 +145,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --rehearse-cpu) REHEARSE=cpu; shift ;;
     --plan) plan; exit ;;
+    --pack) PACK=${2:-}; shift 2 || die "--pack needs a FILE.tar.gz" ;;
     --part) PART=${2:-}; shift 2 || die "--part needs cpu or gpu" ;;
     -*) die "unknown option $1" ;;
     *) break ;;
@@ -152,6 +158,20 @@ mkdir -p "$2" || die "cannot create $2"
 PY=$(command -v "${PYTHON:-python3}") || die "no '${PYTHON:-python3}' on PATH (set PYTHON)"
 BUNDLE=$(cd "$(dirname "$1")" && echo "$PWD/$(basename "$1")")
 OUT=$(cd "$2" && pwd)
+pack() {  # OUT as PACK, atomically (a reader never sees half a file); wheels are never packed
+  tar -czf "$PACK.part" --exclude='*.whl' -C "$(dirname "$OUT")" "$(basename "$OUT")" 2>/dev/null \
+    && mv -f "$PACK.part" "$PACK"
+}
+if [ -n "$PACK" ]; then
+  [[ $PACK == *.tar.gz ]] || die "--pack $PACK: the file must end in .tar.gz"
+  mkdir -p "$(dirname "$PACK")" && touch "$PACK.part" && rm -f "$PACK.part" \
+    || die "--pack $PACK: cannot write there"
+  PACK=$(cd "$(dirname "$PACK")" && echo "$PWD/$(basename "$PACK")")
+  case "$PACK/" in "$OUT"/*) die "--pack $PACK: must lie outside OUT ($OUT)" ;; esac
+  (while sleep "${PACK_EVERY_S:-20}"; do pack; done) &
+  packer=$!
+  trap 'kill $packer 2>/dev/null; pack' EXIT
+fi
 cd "$HERE/.." || die "no repository at $HERE/.."
 echo "evidence_run --part $PART${REHEARSE:+ (CPU rehearsal: no GPU figures)} started $(date -u +%T)" | tee "$OUT/evidence.log"
 "part_$PART" "$BUNDLE" "$OUT" 2>&1 | tee -a "$OUT/evidence.log"

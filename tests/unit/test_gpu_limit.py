@@ -24,19 +24,23 @@ def _jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def _run(impl: str, words_per_s: float) -> dict:
-    cfg = to_dict(load_config("configs/nmt_torch.yaml", [f"model.rnn_impl={impl}", "tf32=off"]))
+def _run(impl: str, words_per_s: float, precision: str = "fp32", tf32: str = "off") -> dict:
+    cfg = to_dict(load_config("configs/nmt_torch.yaml", [f"model.rnn_impl={impl}",
+                                                         f"tf32={tf32}", f"precision={precision}"]))
     b = cfg["data"]["batch_size"]  # 10 steps of 100 source and 110 target tokens a sentence
     return {"status": "ok", "config": cfg, "words_per_s": words_per_s, "ranks": 1, "workers": 1,
             "sentences": 10 * b, "words": 10 * b * 210, "loss_tokens": 10 * b * 110,
             "device": {"gpu": {"model": "NVIDIA H100"}}}
 
 
-def _gemm(rates: dict[tuple[int, int, int, str], float], peak: float) -> dict:
+def _gemm(rates: dict[tuple[int, int, int, str], float], peak: float,
+          **peaks: float) -> dict:
+    """A GEMM record: fp32 rows at ``rates`` and ``peak``; other precisions' peaks by name."""
     rows = [{"M": m, "K": k, "N": n, "variant": v, "hidden": k, "batch": n, "gflops": g}
             for (m, k, n, v), g in rates.items()]
     return {"kind": "gemm", "status": "ok",
-            "frameworks": [{"precision": "fp32", "rows": rows, "peak": {"gflops": peak}}]}
+            "frameworks": [{"precision": "fp32", "rows": rows, "peak": {"gflops": peak}}]
+            + [{"precision": p, "rows": [], "peak": {"gflops": g}} for p, g in peaks.items()]}
 
 
 def test_each_part_is_charged_its_own_gemm_and_the_fraction_is_their_time_over_the_step(
@@ -92,8 +96,30 @@ def test_main_reads_a_results_folder(tmp_path: Path, capsys: pytest.CaptureFixtu
         json.dumps(_gemm({(2048, 512, 384, "NN"): 30000.0}, 40000.0)) + "\n")
     assert main([str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "|NVIDIA H100|loop|off|40,000|43,398 / 39,369|2016.0|" in out
+    assert "|NVIDIA H100|loop|fp32|40,000|43,398 / 39,369|2016.0|" in out
     assert main([str(tmp_path / "missing")]) == 2
+
+
+def test_each_run_is_charged_its_own_precisions_gemms(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture) -> None:
+    """A bf16 run against the bf16 curve, TF32 against TF32's; a compiled loop has a row (the
+    notes have no figure for it); a folder without GEMM curves takes them from a second one."""
+    gemm = _gemm({}, 50000.0, tf32=400000.0, bf16=800000.0)
+    runs = [_run("fused", 9e4), _run("loop", 9e4, "tf32", tf32="default"), _run("compiled", 9e4, "bf16")]
+    rows = limit_rows(runs, gemm)
+    assert [r["precision"] for r in rows] == ["fp32", "tf32", "bf16"]
+    # the same shapes at 8x and 16x the rate: an eighth and a sixteenth of the best time
+    assert rows[1]["best_s"] == pytest.approx(rows[0]["best_s"] / 8)
+    assert rows[2]["best_s"] == pytest.approx(rows[0]["best_s"] / 16)
+    (tmp_path / "out" / "seeds").mkdir(parents=True)
+    (tmp_path / "out" / "seeds" / "results.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in runs))
+    (tmp_path / "curves").mkdir()
+    (tmp_path / "curves" / "results.jsonl").write_text(json.dumps(gemm) + "\n")
+    assert main([str(tmp_path / "out"), str(tmp_path / "curves")]) == 0
+    out = capsys.readouterr().out
+    assert "|NVIDIA H100|compiled|bf16|90,000|-|" in out
+    assert f"GEMM curves: {tmp_path / 'curves'}" in out and "|-|-|" not in out
 
 
 def test_gpu_script_refuses_without_a_gpu_in_one_line(tmp_path: Path) -> None:

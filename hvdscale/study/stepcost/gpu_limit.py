@@ -1,9 +1,11 @@
 """How close a single GPU's training step comes to what its GEMMs can do (issue 31), from the
 raw results ``bench/gpu_device.sh`` writes:
 
-    python -m hvdscale.study.stepcost.gpu_limit OUT      (OUT/seeds and OUT/gemm hold the records)
+    python -m hvdscale.study.stepcost.gpu_limit OUT [GEMM]   (OUT/seeds holds the runs; the GEMM
+        curves come from OUT/gemm, or from the folder GEMM where OUT has none: the table names
+        the GPU each curve was measured on)
 
-Per seed-notes run (fused or loop, TF32 off or on): words/s beside the notes' figures, the
+Per seed-notes run (fused, loop or compiled; fp32, TF32, bf16 or fp16): words/s beside the notes' figures, the
 step's useful TFLOP/s, and the fraction of the step's time its GEMMs would need at their best.
 
 The reference is the GEMMs the step really runs, part by part (``gemm_parts``), not one GEMM
@@ -31,7 +33,8 @@ from typing import Any
 from hvdscale.study.stepcost.step_flops import FWD_BWD
 
 NOTES = {"fused": (55411, 51046), "loop": (43398, 39369)}
-"""Seed 000 and 001 words/s on one GPU: cudnn_lstm (fused) and dynamic_rnn (loop)."""
+"""Seed 000 and 001 words/s on one GPU: cudnn_lstm (fused) and dynamic_rnn (loop); the notes
+have no compiled loop."""
 PARTS = ("input projections", "recurrent products", "output projection")
 VARIANTS = ("NN", "TN", "NT")
 """Forward, data gradient, weight gradient (seed note 004's naming)."""
@@ -122,6 +125,14 @@ def step_reference(record: dict[str, Any], gemm: dict[str, Any] | None,
     return {p: {**d, "sources": sorted(d["sources"])} for p, d in by.items()}
 
 
+def run_precision(record: dict[str, Any]) -> str:
+    """The GEMM precision a run's products ran at: its ``precision`` (fp32 with TF32 on is
+    tf32; records older than issue 41 carry no precision and ran fp32)."""
+    cfg = record["config"]
+    precision = cfg.get("precision", "fp32")
+    return "tf32" if precision == "fp32" and cfg.get("tf32") == "on" else precision
+
+
 def limit_rows(runs: list[dict[str, Any]], gemm: dict[str, Any] | None) -> list[dict[str, Any]]:
     """One row per run: impl, TF32, words/s, step time, useful TFLOP/s (the step's products'
     flops over its time), each part's best time, their sum, and the fraction (sum over the
@@ -129,7 +140,7 @@ def limit_rows(runs: list[dict[str, Any]], gemm: dict[str, Any] | None) -> list[
     rows = []
     for r in runs:
         m, tf32 = r["config"]["model"], r["config"].get("tf32", "default")
-        precision = "tf32" if tf32 == "on" else "fp32"
+        precision = run_precision(r)
         step_s = r["words"] / max(1, r["sentences"]) * r["config"]["data"]["batch_size"] \
             / r["words_per_s"]
         parts = step_reference(r, gemm, precision)
@@ -151,17 +162,18 @@ def _ms(x: float | None) -> str:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     """The table, beside the seed notes' words/s."""
-    out = ["|GPU|impl|TF32|words/s|notes 000 / 001|step (ms)|useful TFLOP/s|best time (ms): "
+    out = ["|GPU|impl|precision|words/s|notes 000 / 001|step (ms)|useful TFLOP/s|best time (ms): "
            "input proj. / recurrent / output proj.|sum (ms)|fraction|",
            "|:--|:--|:--|--:|--:|--:|--:|--:|--:|--:|"]
     for x in rows:
         f = "-" if x["fraction"] is None else f"{100 * x['fraction']:.0f}%"
         if x["wrong_reference"]:
             f += " WRONG REFERENCE: the step beat its GEMMs' best times"
-        n = NOTES[x["impl"]]
+        n = NOTES.get(x["impl"])
         parts = " / ".join(_ms(x["parts"][p]["best_s"]) for p in PARTS)
-        out.append(f"|{x['gpu']}|{x['impl']}|{x['tf32']}|{x['words_per_s']:,.0f}|"
-                   f"{n[0]:,} / {n[1]:,}|{_ms(x['step_s'])}|{x['useful_tflops']:.2f}|{parts}|"
+        notes = "-" if n is None else f"{n[0]:,} / {n[1]:,}"
+        out.append(f"|{x['gpu']}|{x['impl']}|{x['precision']}|{x['words_per_s']:,.0f}|"
+                   f"{notes}|{_ms(x['step_s'])}|{x['useful_tflops']:.2f}|{parts}|"
                    f"{_ms(x['best_s'])}|{f}|")
     srcs = sorted({s for x in rows for p in x["parts"].values() for s in p["sources"]})
     out.append(f"\nBest time of a product: its flops at the GEMM curve's rate for its shape "
@@ -170,16 +182,27 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _gemm_record(folder: Path) -> dict[str, Any] | None:
+    gemms = [r for r in _records(folder) if r.get("kind") == "gemm"]
+    return gemms[-1] if gemms else None
+
+
 def main(argv: list[str]) -> int:
-    """Print the table for the results folder ``argv[0]``."""
-    if len(argv) != 1 or not Path(argv[0]).is_dir():
-        print("usage: python -m hvdscale.study.stepcost.gpu_limit OUT "
-              "(a bench/gpu_device.sh folder)", file=sys.stderr)
+    """Print the table for the results folder ``argv[0]`` (GEMM curves from ``argv[1]`` where
+    the folder has none of its own)."""
+    if len(argv) not in (1, 2) or not all(Path(a).is_dir() for a in argv):
+        print("usage: python -m hvdscale.study.stepcost.gpu_limit OUT [GEMM] "
+              "(a bench/gpu_device.sh folder; GEMM: a folder of `hvdscale gemm` records)",
+              file=sys.stderr)
         return 2
     out = Path(argv[0])
-    gemms = [r for r in _records(out / "gemm") if r.get("kind") == "gemm"]
+    gemm, source = _gemm_record(out / "gemm"), out / "gemm"
+    if gemm is None and len(argv) == 2:
+        gemm, source = _gemm_record(Path(argv[1])), Path(argv[1])
     runs = [r for r in _records(out / "seeds") if "words_per_s" in r]
-    print(markdown(limit_rows(runs, gemms[-1] if gemms else None)))
+    print(markdown(limit_rows(runs, gemm)))
+    print(f"GEMM curves: {source if gemm else 'none (no GEMM records)'}"
+          + (f", measured {gemm.get('finished', '?')}" if gemm else ""))
     return 0
 
 
