@@ -17,8 +17,8 @@
 #      nothing else running: horovod, ps, ddp, independent at np = 1,2,3,4,6,8 on configs/demo.yaml
 #      in up to 3 interleaved rounds, then the harness overhead at np 2 and 8 if time is left,
 #      `predict --fit` on n <= 4 validated at 6 and 8 (bench/many_cores.sh), then Horovod
-#      against DDP at the largest np paired per round (OUT/paired.json), and `hvdscale fusion`
-#      at np 8 only if time is left.
+#      against DDP at the largest np paired per round (OUT/paired.json), then, only if time is
+#      left, bench/bench_startup.py at np 1,2,4,8 (issue 40) and `hvdscale fusion` at np 8.
 # gpu: bench/gpu_device.sh in order of value: gpu_check's JSON; the seeds' config fused, loop and
 #      compiled at fp32, TF32 and bf16; kernels per step (profile) per precision; every strategy at
 #      np 1 and 2 in fp32 and bf16; exactness (ran/skipped per strategy); `hvdscale batch`; the
@@ -102,6 +102,16 @@ part_cpu() {  # BUNDLE OUT
   bash "$HERE/many_cores.sh" "$1" "$2"
   rc=$?
   paired "$2" || rc=1
+  left=$(( budget - ($(date +%s) - t0) ))
+  # Issue 40's start-up against its floor at np 1, 2, 4 and 8 (a core per rank), if time is left.
+  if [ -z "$REHEARSE" ] && (( left >= 150 )); then
+    echo "start-up against its floor at np 1,2,4,8: ${left}s left"
+    CUDA_VISIBLE_DEVICES="" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 \
+    timeout $(( left - 10 )) "$PY" bench/bench_startup.py --np 1,2,4,8 --rounds 2 --doctor-rounds 1 \
+      --json "$2/startup.json" >"$2/startup.log" 2>&1 || echo "startup: rc=$? (cut or failed: $2/startup.log)"
+  else
+    echo "start-up bench left out: ${left}s left (needs 150)${REHEARSE:+, a rehearsal}" | tee "$2/startup.skipped"
+  fi
   left=$(( budget - ($(date +%s) - t0) ))
   if [ -z "$REHEARSE" ] && (( rc == 0 && left >= 150 )); then
     echo "fusion at np 8: ${left}s left"
