@@ -146,6 +146,7 @@ if [ "${1:-}" = --stage ]; then  # a stage in a process of its own (see stage be
 fi
 
 # --- the command line, the target's Python, the bundle -----------------------------------------
+REHEARSE=${REHEARSE:-}
 if [ "${1:-}" = --rehearse-cpu ]; then export REHEARSE=cpu; shift; fi
 [ $# -eq 2 ] || die "usage: bash bench/gpu_device.sh [--rehearse-cpu] BUNDLE OUT"
 PY=$(command -v "${PYTHON:-python3}") || die "no '${PYTHON:-python3}' on PATH (set PYTHON)"
