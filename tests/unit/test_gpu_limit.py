@@ -5,6 +5,7 @@ machine without a GPU (issue 31)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -133,3 +134,24 @@ def test_gpu_script_refuses_without_a_gpu_in_one_line(tmp_path: Path) -> None:
     assert r.stderr.strip().splitlines() == [r.stderr.strip()]
     assert r.stderr.startswith("gpu_device: ERROR: no GPU visible to torch")
     assert not (tmp_path / "out").exists()  # nothing installed or written
+
+
+def test_gpu_script_main_path_runs_where_torch_sees_a_gpu(tmp_path: Path) -> None:
+    """The path a real GPU takes (no --rehearse-cpu, REHEARSE unset) through the script's own
+    shell, up to the limit stage. This machine has no GPU, so torch is told it has one (a
+    sitecustomize shim) only to get past the refusal: the first device call failed at once on
+    ``set -u`` there (REHEARSE unbound), a path the CPU rehearsal never took."""
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(
+        "import torch\ntorch.cuda.is_available = lambda: True\n"
+        "torch.cuda.nccl.version = lambda: (0, 0, 0)\n")
+    (tmp_path / "bundle").mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("REHEARSE", "STAGES", "BUDGET_S")}
+    r = subprocess.run(["bash", "bench/gpu_device.sh", str(tmp_path / "bundle"),
+                        str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120, env={**env, "PYTHONPATH": f"{shim}:{ROOT}", "STAGES": "limit"})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "unbound variable" not in r.stderr
+    assert "== limit" in r.stdout and (tmp_path / "out" / "limit.md").is_file()
+    assert not (tmp_path / "out" / "REHEARSAL").exists()
