@@ -36,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "bench") not in sys.path:  # emit, also when this file is loaded by path (tests)
     sys.path.insert(0, str(ROOT / "bench"))
+from check_evidence import EVIDENCE_CHECKS  # noqa: E402  (issue 43's evidence run)
 from check_h100 import H100_CHECKS  # noqa: E402  (issue 38's H100 section)
 from emit import quiet_label  # noqa: E402
 
@@ -298,6 +299,7 @@ CHECKS: list[tuple[str, tuple[str, ...], Callable[..., list[str]]]] = [
     ("issue 41 seed compile", ("precision_seed.json",), issue41_compile),
 ]
 CHECKS += H100_CHECKS  # issue 38: the first GPU machine's figures (bench/check_h100.py)
+CHECKS += EVIDENCE_CHECKS  # issue 43: the evidence run's first loan (bench/check_evidence.py)
 """(section, raw files in the results directory, the figures they give as the text prints
 them: the check is called with each raw file's contents, in this order)."""
 
