@@ -7,7 +7,9 @@ torch lives in a venv. A bundle is built for it here (Horovod's wheel from the c
 Python minor, torch and TF as bundle (a) of test_offline_bundle.py), then, inside ``unshare -n``
 with only loopback up, the prepared scripts run as a user runs them, from the repository root
 and from another directory: ``bench/many_cores.sh`` (np = 1 and 2, one round, few steps) and
-``bench/gpu_device.sh --rehearse-cpu`` (every stage's code on the CPU, tiny sizes). Each
+``bench/gpu_device.sh --rehearse-cpu`` (every stage's code on the CPU, tiny sizes); from the other
+directory both go through ``bench/evidence_run.sh --rehearse-cpu --pack`` as a device call runs
+them, and the checks read the results from the one packed file that would travel back. Each
 installs the bundle non-editable into the target; every stage must exit 0 and write its file.
 
 The failures this catches, each seen making it fail (issue 38): a bundle without Horovod's
@@ -23,6 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -127,6 +130,19 @@ def _check_gpu_device(out: Path, stages: tuple[str, ...]) -> None:
     assert (out / "limit.md").read_text().startswith("CPU REHEARSAL")
 
 
+def _unpacked(tmp_path: Path, part: str) -> Path:
+    """What the device tool would send back (one file, top level, no half-written pack left),
+    unpacked: the checks read the results from there, not from the machine's own folder."""
+    back = tmp_path / "back"
+    assert sorted(p.name for p in back.iterdir()) == [f"{part}.tar.gz"]
+    dest = tmp_path / "unpacked"
+    dest.mkdir()
+    with tarfile.open(back / f"{part}.tar.gz") as tar:
+        tar.extractall(dest, filter="data")
+    assert not list(dest.rglob("*.whl"))  # wheels never travel back
+    return dest / ("many_cores" if part == "cpu" else "gpu_device")
+
+
 def _where(where: str, tmp_path: Path) -> tuple[Path, str]:
     """The directory a user starts from, and how the bench folder is named from there."""
     return (ROOT, "bench") if where == "repository root" else (tmp_path, f"{ROOT}/bench")
@@ -148,9 +164,16 @@ def test_many_cores_runs_on_a_simulated_target(target: tuple[Path, Path], where:
     venv, bundle = target
     cwd, bench = _where(where, tmp_path)
     out = tmp_path / "many_cores"
-    r = offline(f"bash {bench}/many_cores.sh {bundle}.tar.gz {out}", 1200, cwd,
-                _target_env(venv))
+    if where == "repository root":
+        script = f"bash {bench}/many_cores.sh {bundle}.tar.gz {out}"
+    else:  # as the device call runs it: through the evidence run, packed for the trip back
+        script = (f"bash {bench}/evidence_run.sh --rehearse-cpu --pack {tmp_path}/back/cpu.tar.gz "
+                  f"--part cpu {bundle}.tar.gz {out}")
+    r = offline(script, 1200, cwd, _target_env(venv))
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    if where != "repository root":
+        out = _unpacked(tmp_path, "cpu")
+        assert json.loads((out / "paired.json").read_text())["pairs"]
     _check_many_cores(out)
     _installed_from(venv)
     if where == "another directory":  # the second script on the target: nothing reinstalled
@@ -169,8 +192,15 @@ def test_gpu_device_rehearsal_runs_on_a_simulated_target(target: tuple[Path, Pat
     env = _target_env(venv)
     if where == "repository root":
         env["STAGES"] = "install,check"
-    r = offline(f"bash {bench}/gpu_device.sh --rehearse-cpu {bundle} {out}", 1500, cwd, env)
+    if where == "repository root":
+        script = f"bash {bench}/gpu_device.sh --rehearse-cpu {bundle} {out}"
+    else:  # as the device call runs it: through the evidence run, packed for the trip back
+        script = (f"bash {bench}/evidence_run.sh --rehearse-cpu --pack {tmp_path}/back/gpu.tar.gz "
+                  f"--part gpu {bundle} {out}")
+    r = offline(script, 1500, cwd, env)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    if where != "repository root":
+        out = _unpacked(tmp_path, "gpu")
     _check_gpu_device(out, GPU_STAGES if where != "repository root" else ("install", "check"))
     _installed_from(venv)
 

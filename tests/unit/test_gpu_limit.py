@@ -106,7 +106,8 @@ def test_each_run_is_charged_its_own_precisions_gemms(tmp_path: Path,
     """A bf16 run against the bf16 curve, TF32 against TF32's; a compiled loop has a row (the
     notes have no figure for it); a folder without GEMM curves takes them from a second one."""
     gemm = _gemm({}, 50000.0, tf32=400000.0, bf16=800000.0)
-    runs = [_run("fused", 9e4), _run("loop", 9e4, "tf32", tf32="default"), _run("compiled", 9e4, "bf16")]
+    runs = [_run("fused", 9e4), _run("loop", 9e4, "tf32", tf32="default"),
+            _run("compiled", 9e4, "bf16")]
     rows = limit_rows(runs, gemm)
     assert [r["precision"] for r in rows] == ["fp32", "tf32", "bf16"]
     # the same shapes at 8x and 16x the rate: an eighth and a sixteenth of the best time

@@ -2,11 +2,12 @@
 raw results ``bench/gpu_device.sh`` writes:
 
     python -m hvdscale.study.stepcost.gpu_limit OUT [GEMM]   (OUT/seeds holds the runs; the GEMM
-        curves come from OUT/gemm, or from the folder GEMM where OUT has none: the table names
-        the GPU each curve was measured on)
+        curves come from OUT/gemm, or from the folder GEMM where OUT has none: the last line
+        names the folder and when its curves were measured)
 
-Per seed-notes run (fused, loop or compiled; fp32, TF32, bf16 or fp16): words/s beside the notes' figures, the
-step's useful TFLOP/s, and the fraction of the step's time its GEMMs would need at their best.
+Per seed-notes run (fused, loop or compiled; fp32, TF32, bf16 or fp16): words/s beside the
+notes' figures, the step's useful TFLOP/s, and the fraction of the step's time its GEMMs would
+need at their best.
 
 The reference is the GEMMs the step really runs, part by part (``gemm_parts``), not one GEMM
 of "the same shape": a layer's input projection runs over every time step of the batch at
