@@ -95,7 +95,7 @@ part_cpu() {  # BUNDLE OUT
     budget=${BUDGET_S:-1200}
   fi
   export NPS=${NPS:-1,2,3,4,6,8} ROUNDS=${ROUNDS:-3} CONFIGS=demo POINT_S=${POINT_S:-14} \
-    STRATEGIES=horovod,ps,ddp,independent OVERHEAD_S=${OVERHEAD_S:-30} \
+    STRATEGIES=${STRATEGIES:-horovod,ps,ddp,independent} OVERHEAD_S=${OVERHEAD_S:-30} \
     OVERHEAD_ROUNDS=${OVERHEAD_ROUNDS:-2} LABEL=evidence-cpu
   export OVERHEAD_AFTER=${OVERHEAD_AFTER:-$ROUNDS}  # the rounds first: they are worth more
   export DEADLINE_S=$(( budget - 60 - 10 ))  # the install (<= 60 s) and the paired step outside it

@@ -20,7 +20,7 @@ from hvdscale.core.faults import maybe_fault
 from hvdscale.core.peers import start_peers
 from hvdscale.core.progress import ProgressReport
 from hvdscale.core.supervise import current_state, phase, start_deadline, stop_deadline
-from hvdscale.core.threads import export_threads, launch_local_size
+from hvdscale.core.threads import export_threads, launch_local_size, single_host_mpi_env
 from hvdscale.core.world import World, is_gloo_launch, launch_rank, make_world
 from hvdscale.records.startup import summarize_startup
 from hvdscale.records.store import append_record, check_writable
@@ -61,6 +61,7 @@ def _run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None, started: s
 
     local_size = launch_local_size()
     intra, inter = _export_threads(cfg, local_size)
+    os.environ.update(single_host_mpi_env())
     fw, placement = _framework_on_device(cfg, intra, inter, local_size)
     startup.mark("imports")
     startup.init_mpi()

@@ -26,6 +26,8 @@ def test_a_launch_returns_its_own_record_and_a_failure_says_why(tmp_path: Path) 
     rec = launch_run(2, ROOT / "configs" / "demo.yaml", out, TINY,
                      RunLaunch(quiet=True, env={"TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=ROOT))
     assert rec["status"] == "ok" and rec["ranks"] == 2 and "earlier" not in rec
+    # both ranks on this host: Open MPI's fabric transport left out (core/threads.py)
+    assert rec["threads"]["mpi_btl"] == "^ofi"
     with pytest.raises(HvdscaleError, match=r"np=2 failed .*model.kind must be one of") as e:
         launch_run(2, ROOT / "configs" / "demo.yaml", out, ["model.kind=bogus"],
                    RunLaunch(cwd=ROOT))
