@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -49,12 +50,20 @@ def _line(np_: int, program: list[str]) -> list[str]:
     return launch_line("mpirun", np_, program, env={})
 
 
-def _timed(cmd: list[str]) -> float:
+def _timed(cmd: list[str], extra: dict[str, str] | None = None) -> float:
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
+    r = subprocess.run(cmd, cwd=ROOT, env={**_env(), **(extra or {})}, capture_output=True,
+                       text=True, timeout=600)
     if r.returncode != 0:
         sys.exit(f"bench_startup: {' '.join(cmd[:6])}... failed:\n{r.stderr[-2000:]}")
     return time.perf_counter() - t0
+
+
+def single_host_mpi_env_for_launch() -> dict[str, str]:
+    """What ``single_host_mpi_env`` sets in a rank of a one-host Open MPI job, for a launch."""
+    if "OMPI_MCA_btl" in os.environ:
+        return {}
+    return {"OMPI_MCA_btl": "^ofi"}
 
 
 def one_round(k: int, np_: int, out: Path) -> dict:
@@ -63,10 +72,14 @@ def one_round(k: int, np_: int, out: Path) -> dict:
             "floor_optim": _line(np_, [sys.executable, "-c", OPTIM]),
             "hvdscale": _line(np_, [sys.executable, "-m", "hvdscale", "run", "configs/demo.yaml",
                                     *TINY, "--quiet", "--out", str(out)])}
+    cmds["floor_same_mpi"] = cmds["floor"]
+    # The floor given the transports a run picks for itself on one host (core/threads.py): what
+    # is left of the ratio once hvdscale's own MPI choice is taken away from the comparison.
+    extra = {"floor_same_mpi": single_host_mpi_env_for_launch()}
     row: dict = {"round": k, "np": np_, "load": os.getloadavg()[0]}
-    order = ["floor", "floor_optim", "hvdscale"]
+    order = ["floor", "floor_same_mpi", "floor_optim", "hvdscale"]
     for name in (order if k % 2 == 0 else order[::-1]):
-        row[f"{name}_s"] = _timed(cmds[name])
+        row[f"{name}_s"] = _timed(cmds[name], extra.get(name))
     rec = read_out(out)[-1]
     row["startup_max_s"], row["startup_total_s"] = (rec["startup"]["max_s"],
                                                     rec["startup"]["total_max_s"])
@@ -102,7 +115,9 @@ def measure(args: argparse.Namespace) -> dict:
             if k > 0 and os.geteuid() == 0 and k <= args.doctor_rounds:
                 doctors.append(doctor_nodns(Path(tmp)))
         sweep = sweep_timing(Path(tmp) / "sweep")
+    mpi = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout
     return {"bench": "startup", "np": nps, "host_cores": os.cpu_count(), "floor": FLOOR,
+            "mpirun": shutil.which("mpirun"), "mpi": (mpi.splitlines() or ["?"])[0],
             "floor_optim": OPTIM,
             "run_sets": TINY, "rounds": rounds, "doctor_nodns": doctors, "sweep_timing": sweep}
 
@@ -116,15 +131,20 @@ def render(d: dict) -> str:
     q = quiet_label(d)
     lines = [f"{sum(not r['warmup'] for r in d['rounds']) // len(d['np'])} paired rounds per np "
              f"(a warm-up round left out); max 1-minute load {q['load_1min_max']:.1f}, "
-             f"quiet={q['quiet']}.", "",
+             f"quiet={q['quiet']}" + (f"; {d['mpi']}" if d.get("mpi") else "") + ".", "",
              "| np | floor s, median (range) | floor + optimizer s | hvdscale run s | ratio "
              f"run/floor, median (range), n | goal <= {GOAL_RATIO} | ratio run/(floor + "
-             "optimizer) | slowest phases (median s) | load max |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "optimizer) | ratio run/(floor, the run's MPI transports) | slowest phases "
+             "(median s) | load max |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for np_ in d["np"]:
         rows = [r for r in d["rounds"] if r["np"] == np_ and not r["warmup"]]
         ratio = paired([r["hvdscale_s"] for r in rows], [r["floor_s"] for r in rows])
         r_opt = paired([r["hvdscale_s"] for r in rows], [r["floor_optim_s"] for r in rows])
+        same = "-"  # raw files older than the column
+        if all("floor_same_mpi_s" in r for r in rows):
+            r_same = paired([r["hvdscale_s"] for r in rows], [r["floor_same_mpi_s"] for r in rows])
+            same = f"{r_same['median']:.2f} ({r_same['min']:.2f}-{r_same['max']:.2f})"
         phases = {p: statistics.median(r["startup_max_s"][p] for r in rows)
                   for p in rows[0]["startup_max_s"]}
         top = sorted(phases, key=phases.get, reverse=True)[:3]
@@ -134,7 +154,7 @@ def render(d: dict) -> str:
                      f"{_range([r['hvdscale_s'] for r in rows])} | {ratio['median']:.2f} "
                      f"({ratio['min']:.2f}-{ratio['max']:.2f}), {ratio['n']} | {met} | "
                      f"{r_opt['median']:.2f} ({r_opt['min']:.2f}-{r_opt['max']:.2f}) | "
-                     + ", ".join(f"{p} {phases[p]:.2f}" for p in top)
+                     f"{same} | " + ", ".join(f"{p} {phases[p]:.2f}" for p in top)
                      + f" | {max(r['load'] for r in rows):.1f} |")
     between = [t["between_s"] for t in d["sweep_timing"][1:]]
     starts = [t["launcher_start_s"] for t in d["sweep_timing"]]
