@@ -274,11 +274,10 @@ def horovod_timelines(records: list[dict]) -> str:
     """One row per run that captured Horovod's timeline: where its allreduce time went."""
     rows = []
     for r in records:
-        tl = schema.strategy_info(r).get("timeline") or {}
-        s = tl.get("summary")
+        s = schema.timeline_summary(r)
         if not schema.is_ok(r) or not s:
             continue
-        h = schema.config(r)["strategy"]["horovod"]
+        h = schema.horovod_settings(r)
         m = s["median"]
         t, c = h.get("fusion_threshold_mb"), h.get("cycle_time_ms")
         setting = (("default" if t is None else f"{t:g} MiB") + " / "
