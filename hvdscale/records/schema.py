@@ -113,6 +113,11 @@ def padding(rec: Record) -> dict[str, Any]:
     return rec["padding"]
 
 
+def padded_fraction(rec: Record) -> float:
+    """Share of the window's token slots that were padding."""
+    return rec["padded_fraction"]
+
+
 def padding_window(rec: Record) -> dict[str, Any]:
     """The measured window's ``words``, padded ``slots`` and ``rnn_work_slots``."""
     return rec["padding"]["window"]
@@ -151,6 +156,11 @@ def memory(rec: Record) -> list[dict[str, Any]]:
 def device(rec: Record) -> dict[str, Any]:
     """Where the ranks computed: the requested device, the GPU's name, per rank's device."""
     return rec["device"]
+
+
+def rank_hosts(rec: Record) -> list[str] | None:
+    """Each rank's host, in rank order, where the record says."""
+    return rec.get("rank_hosts")
 
 
 def hosts(rec: Record) -> list[str]:
