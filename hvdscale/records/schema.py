@@ -103,6 +103,11 @@ def measured_steps(rec: Record) -> int:
     return rec["measure"]["steps"]
 
 
+def final_loss(rec: Record) -> float:
+    """The training loss at the run's last step."""
+    return rec["final_loss"]
+
+
 def measure(rec: Record) -> dict[str, Any]:
     """What the window measured: its steps, warm-up steps, batches per rank, bucketing mode."""
     return rec["measure"]
