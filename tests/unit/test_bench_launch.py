@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 import os
+import re
+import shlex
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +31,9 @@ SCRIPTS = sorted(BENCH.glob("bench_*.py"))
 # bench hands mutmut a shell command that runs the tests under mpirun. Every other script in
 # bench/ must pass every rule.
 NOT_YET = {"bench_mutation.py", "check_benchmarks.py", "check_h100.py"}
+LEADS_SCRIPTS = {"many_cores.sh", "gpu_device.sh", "evidence_run.sh", "gpu_check.sh"}
+"""Shell scripts for other machines, still under rehearsal with their own mpirun lines."""
+LAUNCHER = [sys.executable, "-m", "hvdscale.study.sweep.launcher"]
 OWN_LAUNCH = {"-np", "OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM",
               "OMPI_COMM_WORLD_LOCAL_SIZE", "results.jsonl"}
 """Strings a script holds only when it builds its own mpirun line or MPI environment, or reads
@@ -44,6 +49,37 @@ def test_a_bench_point_and_a_sweep_point_share_their_launch(tmp_path: Path) -> N
     assert cmd == launch_command(spec, point)
     assert cmd[:7] == ["mpirun", "-np", "2", "--bind-to", "none", "--map-by", "slot"]
     assert env == launch_env()  # what the sweep's run_point launches under
+
+
+def test_a_shell_launch_of_a_bench_is_the_sweeps_line(tmp_path: Path) -> None:
+    # What bench/run_all.sh starts its MPI benches with, against a sweep point's own line.
+    program = ["python", "bench/bench_overhead.py", "--rounds", "16"]
+    r = subprocess.run([*LAUNCHER, "--print", "--np", "2", "--", *program], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    line = shlex.split(r.stdout)
+    spec = plan_sweep(SweepRequest(CONFIG, "2", "horovod", out=tmp_path), check_out=False)
+    sweep_line = launch_command(spec, spec.points[0])
+    sweep_prefix = sweep_line[:sweep_line.index(sys.executable)]
+    assert line == [*sweep_prefix, *program]
+    assert line[:7] == ["mpirun", "-np", "2", "--bind-to", "none", "--map-by", "slot"]
+
+
+@pytest.mark.parametrize("argv", [["--np", "0", "--", "python", "x.py"], ["--np", "2"],
+                                  ["--np", "2", "--launcher", "pbs", "--", "x"]])
+def test_a_bad_shell_launch_is_one_clear_line(argv: list[str]) -> None:
+    r = subprocess.run([*LAUNCHER, *argv], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("hvdscale: error: ")
+
+
+def test_no_bench_shell_script_writes_its_own_mpirun_line() -> None:
+    mpirun = re.compile(r"(^|[\s;&|(])mpirun\s")
+    found = [f"{sh.name}:{n}" for sh in sorted(BENCH.glob("*.sh")) if sh.name not in LEADS_SCRIPTS
+             for n, line in enumerate(sh.read_text().splitlines(), 1)
+             if mpirun.search(line.split("#", 1)[0])]
+    assert found == []
+    assert "hvdscale.study.sweep.launcher" in (BENCH / "run_all.sh").read_text()
 
 
 def test_extra_env_reaches_the_ranks_and_the_launcher() -> None:
