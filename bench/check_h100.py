@@ -34,7 +34,7 @@ def h100_seeds(seeds: list[dict], profile: list[dict]) -> list[str]:
     step, and where the profiled step's time went."""
     by = {schema.model_config(r)["rnn_impl"]: r for r in _ok(seeds)
           if schema.config(r).get("tf32") == "off"}
-    (prof,) = [p for p in profile if p.get("kind") == "profile"]
+    (prof,) = [p for p in profile if schema.kind(p) == "profile"]
     out = []
     for impl in ("fused", "loop"):
         r, p = by[impl], prof["impls"][impl]
@@ -65,7 +65,7 @@ def _rate(f: dict, hidden: int, batch: int) -> float:
 def h100_gemm(gemms: list[dict]) -> list[str]:
     """Per precision: the peak GEMM and NN points of the curve, then seed note 004's claims as
     the curve's own rows answer them."""
-    (g,) = [r for r in gemms if r.get("kind") == "gemm"]
+    (g,) = [r for r in gemms if schema.kind(r) == "gemm"]
     out = []
     for f in g["frameworks"]:
         p = f["precision"]
