@@ -2,9 +2,10 @@
 
 A record is one JSON object per line of ``results.jsonl`` (``hvdscale.records.store``). Writers
 (the runner, the sweep's failure records, ``gemm``, ``batch``, ``profile``, ``commbench``) stamp
-``SCHEMA_VERSION``; readers (the report, the predictor) go through the accessors below, so a field
-renamed or moved is changed here once. Accessors of required fields raise ``KeyError`` as the
-dict would (a record missing them is malformed); optional ones return ``None`` or an empty dict.
+``SCHEMA_VERSION``; readers (the report, the predictor, the sweep, the benches in bench/) go
+through the accessors below, so a field renamed or moved is changed here once. Accessors of
+required fields raise ``KeyError`` as the dict would (a record missing them is malformed);
+optional ones return ``None``, an empty dict or list, or the default named.
 """
 
 from __future__ import annotations
@@ -154,7 +155,7 @@ def model_params(rec: Record) -> int:
 
 
 def memory(rec: Record) -> list[dict[str, Any]]:
-    """Per rank, its resident memory at the window's first and last step (``rss_*_mb``)."""
+    """Per rank, its peak resident memory and that at the window's first and last step (MB)."""
     return rec["memory"]
 
 
