@@ -19,6 +19,11 @@ RUN_KIND = "run"  # a training run's record; other kinds: gemm, batch, profile, 
 Record = Mapping[str, Any]
 
 
+def error(rec: Record) -> str:
+    """Why a failed run or point failed (one line); ``""`` where the record says nothing."""
+    return rec.get("error", "")
+
+
 def status(rec: Record) -> str | None:
     """``ok`` or ``failed``; ``None`` for a record that says neither."""
     return rec.get("status")

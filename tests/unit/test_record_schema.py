@@ -35,6 +35,7 @@ def test_optional_fields_default_as_the_readers_expect() -> None:
     assert schema.idle_fraction({"idle": {"idle_fraction": 0.25}}) == 0.25
     assert schema.compile_info({"compile": None}) == {}
     assert schema.configured_precision({"config": {}}) == "fp32"
+    assert schema.error({"status": "failed"}) == ""
 
 
 def test_timeline_summary_is_empty_unless_captured() -> None:

@@ -305,6 +305,7 @@ def failed_points(failed: list[dict]) -> str:
         return ""
     md = "## Failed points\n\n|Experiment|Series|Ranks|Reason|\n|:--|:--|:--|:--|\n"
     for r in failed:
-        md += (f"|{experiment_id(r['config'])}|{_cell(series_label(r['config']))}|"
-               f"{r['ranks']}|{_cell(r.get('error', ''))[:200]}|\n")
+        cfg = schema.config(r)
+        md += (f"|{experiment_id(cfg)}|{_cell(series_label(cfg))}|"
+               f"{schema.ranks(r)}|{_cell(schema.error(r))[:200]}|\n")
     return md + "\n"
