@@ -47,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hvdscale.records import schema
 from hvdscale.study.stepcost.step_flops import FWD_BWD, lstm_flops_per_token
 from hvdscale.study.sweep.single import RunLaunch, launch_run
 
@@ -92,8 +93,9 @@ def sweep(modes: list[str], base: list[str], np_: int, repeats: int,
             t = time.monotonic()
             rec = run_point(np_, [*base, *MODES[m][0]], out)
             recs[m].append(rec)
-            print(f"  np={np_} repeat {r + 1}/{repeats} {m:34s} words/s={rec['words_per_s']:7.0f} "
-                  f"idle={100 * rec['idle'].get('idle_fraction', 0):5.1f}% "
+            print(f"  np={np_} repeat {r + 1}/{repeats} {m:34s} "
+                  f"words/s={schema.words_per_s(rec):7.0f} "
+                  f"idle={100 * schema.idle_fraction(rec):5.1f}% "
                   f"load={rec['loadavg_before'][0]:.1f} ({time.monotonic() - t:.0f}s)",
                   file=sys.stderr, flush=True)
     return recs
@@ -104,20 +106,20 @@ def med(recs: list[dict], f) -> float:
 
 
 def pad_ratio(rec: dict) -> float:
-    w = rec["padding"]["window"]
+    w = schema.padding_window(rec)
     return w["slots"] / w["words"]
 
 
 def rnn_ratio(rec: dict) -> float:
-    w = rec["padding"]["window"]
+    w = schema.padding_window(rec)
     return w["rnn_work_slots"] / w["words"]
 
 
 def model_work_ratio(rec: dict) -> float:
     """Multiply-adds per real token relative to an unpadded batch: the recurrence on the slots
     it runs, the output projection on every padded slot (the embedding is a lookup)."""
-    rnn, proj = work_per_slot(rec["config"]["model"])
-    w = rec["padding"]["window"]
+    rnn, proj = work_per_slot(schema.model_config(rec))
+    w = schema.padding_window(rec)
     return (rnn * w["rnn_work_slots"] + proj * w["slots"]) / ((rnn + proj) * w["words"])
 
 
@@ -164,23 +166,29 @@ def work_imbalance(sets: list[str], np_: int) -> dict:
 
 def raw(rec: dict) -> dict:
     """What the JSON keeps of one run."""
-    return {"words_per_s": rec["words_per_s"], "window_s": rec["window_s"],
+    measured = schema.measure(rec)
+    return {"words_per_s": schema.words_per_s(rec), "window_s": schema.window_s(rec),
             "padding_ratio": pad_ratio(rec), "rnn_work_ratio": rnn_ratio(rec),
             "model_work_ratio": model_work_ratio(rec),
-            "idle_pct": 100 * rec["idle"].get("idle_fraction", 0.0),
-            "idle_ms_per_step": rec["idle"].get("idle_ms_per_step", 0.0),
-            "idle_per_rank_ms": [p["idle_ms_per_step"] for p in rec["idle"].get("per_rank", [])],
-            "idle_steps_per_rank": [p["idle_steps"] for p in rec["idle"].get("per_rank", [])],
-            "step_ms_median": 1e3 * rec["step_time"]["median"],
-            "steps": rec["measure"]["steps"],
-            "batches_per_rank": rec["measure"]["batches_per_rank"],
-            "bucketing_mode": rec["measure"].get("bucketing_mode"),
+            "idle_pct": 100 * schema.idle_fraction(rec),
+            "idle_ms_per_step": schema.idle_ms_per_step(rec),
+            "idle_per_rank_ms": [p["idle_ms_per_step"] for p in schema.idle_per_rank(rec)],
+            "idle_steps_per_rank": [p["idle_steps"] for p in schema.idle_per_rank(rec)],
+            "step_ms_median": 1e3 * schema.step_median_s(rec),
+            "steps": measured["steps"],
+            "batches_per_rank": measured["batches_per_rank"],
+            "bucketing_mode": measured.get("bucketing_mode"),
             "loadavg_before": rec["loadavg_before"], "loadavg_after": rec["loadavg_after"]}
+
+
+def idle_ms_of_rank(rec: dict, i: int) -> float:
+    """The ``i``-th computing rank's idle milliseconds per step."""
+    return schema.idle_per_rank(rec)[i]["idle_ms_per_step"]
 
 
 def throughput_table(title: str, impl: str, recs: dict[str, list[dict]]) -> tuple[str, dict]:
     applies = "padding" if impl == "loop" else "model work"
-    wps0 = med(recs[PAD_MAX], lambda r: r["words_per_s"])
+    wps0 = med(recs[PAD_MAX], schema.words_per_s)
     pr0, mw0 = med(recs[PAD_MAX], pad_ratio), med(recs[PAD_MAX], model_work_ratio)
     lines = [f"**{title}**\n",
              "|Batching|words/s (median)|Padding ratio|RNN work ratio|Model work ratio|"
@@ -189,10 +197,10 @@ def throughput_table(title: str, impl: str, recs: dict[str, list[dict]]) -> tupl
              "|:--|--:|--:|--:|--:|--:|--:|--:|--:|"]
     summary = {}
     for mode, rs in recs.items():
-        wps, pr, mw = med(rs, lambda r: r["words_per_s"]), med(rs, pad_ratio), \
+        wps, pr, mw = med(rs, schema.words_per_s), med(rs, pad_ratio), \
             med(rs, model_work_ratio)
         rr = med(rs, rnn_ratio)
-        idle = med(rs, lambda r: 100 * r["idle"].get("idle_fraction", 0.0))
+        idle = med(rs, lambda r: 100 * schema.idle_fraction(r))
         speedup = wps / wps0
         eff_pad, eff_work = speedup / (pr0 / pr), speedup / (mw0 / mw)
         summary[mode] = {"words_per_s": wps, "padding_ratio": pr, "rnn_work_ratio": rr,
@@ -221,21 +229,21 @@ def straggler_table(recs_by_impl: dict[str, dict[str, list[dict]]], base: list[s
         for mode, rs in recs.items():
             if mode == PAD_MAX or mode.startswith("pad to batch"):
                 continue
-            idle = med(rs, lambda r: r["idle"]["idle_ms_per_step"])
-            frac = med(rs, lambda r: 100 * r["idle"]["idle_fraction"])
-            last = rs[-1]["idle"]["per_rank"]
+            idle = med(rs, schema.idle_ms_per_step)
+            frac = med(rs, lambda r: 100 * schema.idle_fraction(r))
+            last = schema.idle_per_rank(rs[-1])
             per = " / ".join(
-                f"r{p['rank']}: {med(rs, lambda r, i=i: r['idle']['per_rank'][i]['idle_ms_per_step']):.1f}"  # noqa: E501
+                f"r{p['rank']}: {med(rs, lambda r, i=i: idle_ms_of_rank(r, i)):.1f}"
                 for i, p in enumerate(last))
             out_of = " / ".join(f"r{p['rank']}: {p['idle_steps']}" for p in last)
-            batches = " / ".join(str(c) for c in rs[-1]["measure"]["batches_per_rank"])
-            step = med(rs, lambda r: 1e3 * r["step_time"]["median"])
-            wps = med(rs, lambda r: r["words_per_s"])
+            batches = " / ".join(str(c) for c in schema.measure(rs[-1])["batches_per_rank"])
+            step = med(rs, lambda r: 1e3 * schema.step_median_s(r))
+            wps = med(rs, schema.words_per_s)
             implied = work_imbalance([*base, f"model.rnn_impl={impl}", *MODES[mode][0]], np_)
             summary[f"{impl}: {mode}"] = {"idle_ms_per_step": idle, "idle_pct": frac,
                                           "implied_idle_pct": implied["idle_pct"],
                                           "step_ms": step, "words_per_s": wps,
-                                          "steps": rs[-1]["measure"]["steps"]}
+                                          "steps": schema.measured_steps(rs[-1])}
             lines.append(f"|{impl}|{mode}|{idle:.1f}|{frac:.1f}|{implied['idle_pct']:.1f}|"
                          f"{per}|{out_of}|{batches}|{step:.1f}|{wps:.0f}|")
     glob = [(k, v["idle_pct"]) for k, v in summary.items() if k.endswith("global")]

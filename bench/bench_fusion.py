@@ -32,6 +32,7 @@ from pathlib import Path
 from emit import emit  # bench/ is on sys.path when a script runs
 from scratch import scratch_dir
 
+from hvdscale.records import schema
 from hvdscale.study.fusion import horovod as fusion
 from hvdscale.study.fusion import report as fusion_report
 from hvdscale.study.fusion.settings import HOROVOD_DEFAULT, Setting
@@ -193,15 +194,13 @@ def _timeline(out: Path, row: dict | None) -> dict | None:
         return Setting(h["fusion_threshold_mb"], h["cycle_time_ms"], h["overlap"]).effective()
 
     want = (row["threshold_mb"], row["cycle_ms"], row["overlap"])
-    meds = [r["strategy"]["timeline"]["summary"]["median"] | {
-                "cycle_gap_ms": r["strategy"]["timeline"]["summary"]["cycles"]["median_gap_ms"],
-                "buffer_bytes_max": r["strategy"]["timeline"]["summary"]["buffers"]["max_bytes"]}
+    meds = [s["median"] | {"cycle_gap_ms": s["cycles"]["median_gap_ms"],
+                           "buffer_bytes_max": s["buffers"]["max_bytes"]}
             for r in read_out(out)
-            if r.get("status") == "ok" and r.get("strategy", {}).get("timeline")
-            and r["strategy"]["timeline"].get("summary")
-            and r["config"]["strategy"]["name"] == "horovod"
-            and setting(r["config"]["strategy"]["horovod"]) == want
-            and not r["config"]["strategy"]["horovod"]["autotune"]]
+            if schema.is_ok(r) and (s := schema.timeline_summary(r))
+            and schema.strategy_name(r) == "horovod"
+            and setting(schema.horovod_settings(r)) == want
+            and not schema.horovod_settings(r)["autotune"]]
     if not meds:
         return None
     return {k: statistics.median([m[k] for m in meds if m.get(k) is not None])

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from emit import emit  # bench/ is on sys.path when a script runs
 
+from hvdscale.records import schema
 from hvdscale.study.sweep.launcher import read_out
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,10 +64,10 @@ def main() -> int:
         for device in ("cuda", "cpu"):
             for impl in ("fused", "loop", "compiled")[: 3 if device == "cuda" else 2]:
                 rec = point(device, impl, cpu_extra if device == "cpu" else prec)
-                wps.setdefault(f"{device}/{impl}", []).append(rec["words_per_s"])
-                if rec.get("compile"):
-                    compile_s.append(rec["compile"]["compile_s"])
-                gpu = gpu or rec["device"]["gpu"]
+                wps.setdefault(f"{device}/{impl}", []).append(schema.words_per_s(rec))
+                if compiled := schema.compile_info(rec):
+                    compile_s.append(compiled["compile_s"])
+                gpu = gpu or schema.device(rec)["gpu"]
     med = {k: statistics.median(v) for k, v in wps.items()}
     emit({"config": "configs/nmt_torch.yaml", "np": 1, "repeats": args.repeats,
           "precision": args.precision,

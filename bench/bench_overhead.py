@@ -1,8 +1,12 @@
 """Harness overhead: hvdscale's horovod step vs a minimal hand-written Horovod loop.
 
-Run under ``mpirun -np 2 python bench/bench_overhead.py``. Both loops train the same model
-(hvdscale.models.torch.NMTModel, same config) on the same batch per rank; they alternate in
-blocks so machine noise hits both alike, and the ratio of median step times is reported.
+Run on 2 ranks with the sweep's launch line:
+
+    python -m hvdscale.study.sweep.launcher --np 2 -- python bench/bench_overhead.py
+
+Both loops train the same model (hvdscale.models.torch.NMTModel, same config) on the same
+batch per rank; they alternate in blocks so machine noise hits both alike, and the ratio of
+median step times is reported.
 
 The minimal loop is what a Horovod user writes by hand: mean loss, backward,
 ``hvd.DistributedOptimizer(op=Average).step()``. hvdscale's step adds what exactness and

@@ -3,8 +3,8 @@
 
 Run (about 2 minutes on a quiet machine; the table for BENCHMARKS.md comes from the raw file):
 
-    mpirun -np 2 python bench/bench_overhead_tf.py --pairs 16 \\
-        --json bench/results/overhead_tf_issue24.json
+    python -m hvdscale.study.sweep.launcher --np 2 -- \\
+        python bench/bench_overhead_tf.py --pairs 16 --json bench/results/overhead_tf_issue24.json
     python bench/bench_overhead_tf.py --render bench/results/overhead_tf_issue24.json
 
 All loops train the same TF model (hvdscale.models.tf, the config's sizes and seed) on the same

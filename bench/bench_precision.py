@@ -24,6 +24,7 @@ from pathlib import Path
 
 from emit import emit, paired, quiet_label  # bench/ is on sys.path when a script runs
 
+from hvdscale.records import schema
 from hvdscale.study.sweep.launcher import read_out
 
 IMPLS = ("fused", "loop", "compiled")
@@ -43,17 +44,18 @@ def _launches(out: str) -> list[dict]:
     """Every ok record of the results directory, as the raw file keeps it."""
     rows = []
     for rec in read_out(Path(out)):
-        if rec.get("status") != "ok":
+        if not schema.is_ok(rec):
             continue
-        name = rec["name"]
-        rows.append({"precision": rec["config"].get("precision", "fp32"),
-                     "impl": rec["config"]["model"]["rnn_impl"], "np": rec["ranks"],
+        name = schema.name(rec)
+        prec = schema.precision_in_force(rec)
+        rows.append({"precision": schema.configured_precision(rec),
+                     "impl": schema.model_config(rec)["rnn_impl"], "np": schema.ranks(rec),
                      "round": int(name.rsplit("-round", 1)[1]) if "-round" in name else 1,
-                     "words_per_s": rec["words_per_s"],
-                     "step_median_s": rec["step_time"]["median"],
-                     "compile_s": (rec.get("compile") or {}).get("compile_s"),
-                     "wire": rec["precision"]["wire"], "grads": rec["precision"]["grads"],
-                     "loadavg": rec["loadavg"]})
+                     "words_per_s": schema.words_per_s(rec),
+                     "step_median_s": schema.step_median_s(rec),
+                     "compile_s": schema.compile_info(rec).get("compile_s"),
+                     "wire": prec["wire"], "grads": prec["grads"],
+                     "loadavg": schema.loadavg(rec)})
     return rows
 
 

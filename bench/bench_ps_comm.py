@@ -1,6 +1,11 @@
 """Parameter-server communication per step vs an alpha-beta prediction vs Horovod allreduce.
 
-Run under ``mpirun -np N python bench/bench_ps_comm.py`` (N = 2 or 3). In one job:
+Run on N ranks (N = 2 or 3; add ``--launcher-args=--oversubscribe`` for 3 on 2 cores) with the
+sweep's launch line:
+
+    python -m hvdscale.study.sweep.launcher --np N -- python bench/bench_ps_comm.py
+
+In one job:
 
 1. alpha (latency) and beta (seconds per byte) from an mpi4py ping-pong between ranks 0 and 1;
 2. a communication-heavy model (large vocabularies, tiny batch: big parameters, small step);

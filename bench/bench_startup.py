@@ -29,6 +29,7 @@ from pathlib import Path
 
 from emit import emit, paired, quiet_label  # bench/ is on sys.path when a script runs
 
+from hvdscale.records import schema
 from hvdscale.study.sweep.launcher import launch_env, launch_line, read_out
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,8 +82,8 @@ def one_round(k: int, np_: int, out: Path) -> dict:
     for name in (order if k % 2 == 0 else order[::-1]):
         row[f"{name}_s"] = _timed(cmds[name], extra.get(name))
     rec = read_out(out)[-1]
-    row["startup_max_s"], row["startup_total_s"] = (rec["startup"]["max_s"],
-                                                    rec["startup"]["total_max_s"])
+    marks = schema.startup(rec)
+    row["startup_max_s"], row["startup_total_s"] = marks["max_s"], marks["total_max_s"]
     return row
 
 

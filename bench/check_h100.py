@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import statistics
 
+from hvdscale.records import schema
 from hvdscale.study.stepcost.gpu_limit import limit_rows
 from hvdscale.study.stepcost.gpu_limit import markdown as limit_markdown
 from hvdscale.study.stepcost.step_flops import achieved
@@ -25,26 +26,27 @@ NOTES_KERNELS = {"fused": 1281, "loop": 37644}
 
 
 def _ok(recs: list[dict]) -> list[dict]:
-    return [r for r in recs if r.get("status") == "ok" and r.get("kind", "run") == "run"]
+    return [r for r in recs if schema.ok_run(r)]
 
 
 def h100_seeds(seeds: list[dict], profile: list[dict]) -> list[str]:
     """The seed NMT fused vs loop at TF32 off: words/s, median step, kernels and operators per
     step, and where the profiled step's time went."""
-    by = {r["config"]["model"]["rnn_impl"]: r for r in _ok(seeds)
-          if r["config"].get("tf32") == "off"}
-    (prof,) = [p for p in profile if p.get("kind") == "profile"]
+    by = {schema.model_config(r)["rnn_impl"]: r for r in _ok(seeds)
+          if schema.config(r).get("tf32") == "off"}
+    (prof,) = [p for p in profile if schema.kind(p) == "profile"]
     out = []
     for impl in ("fused", "loop"):
         r, p = by[impl], prof["impls"][impl]
         n0, n1 = NOTES[impl]
         t = p["time_split"]
-        out.append(f"| {impl} | {r['words_per_s']:,.0f} | {1e3 * r['step_time']['median']:,.1f} "
+        step_ms = 1e3 * schema.step_median_s(r)
+        out.append(f"| {impl} | {schema.words_per_s(r):,.0f} | {step_ms:,.1f} "
                    f"| {n0:,} / {n1:,} | {p['ops']:,.0f} | {p['kernels']:,.0f} | "
                    f"{p['gpu_kernels']:,.0f} | {NOTES_KERNELS[impl]:,} | "
                    + " | ".join(f"{100 * t[k]:.0f} %" for k in ("rnn", "softmax", "rest"))
                    + " |")
-    ratio = by["loop"]["words_per_s"] / by["fused"]["words_per_s"]
+    ratio = schema.words_per_s(by["loop"]) / schema.words_per_s(by["fused"])
     out.append(f"loop / fused = {ratio:.3f} here, {NOTES['loop'][0] / NOTES['fused'][0]:.3f} "
                "in the seed notes")
     out.append(f"the step-by-step loop is {1 / ratio:.1f} times slower than cuDNN's fused kernel")
@@ -63,7 +65,7 @@ def _rate(f: dict, hidden: int, batch: int) -> float:
 def h100_gemm(gemms: list[dict]) -> list[str]:
     """Per precision: the peak GEMM and NN points of the curve, then seed note 004's claims as
     the curve's own rows answer them."""
-    (g,) = [r for r in gemms if r.get("kind") == "gemm"]
+    (g,) = [r for r in gemms if schema.kind(r) == "gemm"]
     out = []
     for f in g["frameworks"]:
         p = f["precision"]
@@ -94,9 +96,9 @@ def h100_strategies(strategies: list[dict], check_log: str) -> list[str]:
         for s in ("horovod", "ps", "ddp", "independent"):
             cells = []
             for n in (1, 2):
-                at = [r for r in recs if r["config"]["strategy"]["name"] == s and r["workers"] == n
-                      and r["config"]["model"]["rnn_impl"] == impl]
-                ok = [r["words_per_s"] for r in at if r.get("status") == "ok"]
+                at = [r for r in recs if schema.strategy_name(r) == s and schema.workers(r) == n
+                      and schema.model_config(r)["rnn_impl"] == impl]
+                ok = [schema.words_per_s(r) for r in at if schema.is_ok(r)]
                 cells.append(f"{statistics.median(ok):,.0f}" if ok else
                              ("failed" if at else "not run"))
             out.append(f"| {impl} | {s} | {cells[0]} | {cells[1]} |")
@@ -109,15 +111,15 @@ def h100_cpu_round(demo: list[dict], load_log: str) -> list[str]:
     """bench/many_cores.sh's round 1 of the demo on 12 cores beside GPU work: words/s per
     strategy and n, the speedup at the largest n, and the loads the round recorded."""
     recs = _ok(demo)
-    ns = sorted({r["workers"] for r in recs})
+    ns = sorted({schema.workers(r) for r in recs})
     out = []
-    for s in sorted({r["config"]["strategy"]["name"] for r in recs}):
-        w = {n: statistics.median(r["words_per_s"] for r in recs if r["workers"] == n
-                                  and r["config"]["strategy"]["name"] == s) for n in ns}
+    for s in sorted({schema.strategy_name(r) for r in recs}):
+        w = {n: statistics.median(schema.words_per_s(r) for r in recs if schema.workers(r) == n
+                                  and schema.strategy_name(r) == s) for n in ns}
         cells = " | ".join(f"{w[n]:,.0f}" for n in ns)
         out.append(f"| {s} | {cells} | {w[ns[-1]] / w[ns[0]]:.2f} |")
     loads = [float(x) for x in re.findall(r"round 1 demo (?:before|after) ([\d.]+)", load_log)]
-    rec_loads = [r["loadavg"][0] for r in recs if r.get("loadavg")]
+    rec_loads = [schema.loadavg(r)[0] for r in recs if schema.loadavg(r)]
     out.append(f"1-minute load {loads[0]:.2f} before the round, {loads[-1]:.2f} after it "
                f"(at the points: {min(rec_loads):.2f} - {max(rec_loads):.2f}); not quiet")
     return out

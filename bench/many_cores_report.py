@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.config import load_config
+from hvdscale.records import schema
 from hvdscale.records.store import read_records
 from hvdscale.study.predict.inputs import reduced_bytes_per_step
 from hvdscale.study.predict.validate import evaluate
@@ -32,11 +33,7 @@ CONFIGS = {"demo": "configs/demo.yaml", "nmt_cpu_seed": "configs/nmt_cpu_seed.ya
 
 
 def _ok(folder: Path) -> list[dict]:
-    return [r for r in read_records(folder) if r.get("status") == "ok"] if folder.is_dir() else []
-
-
-def _strategy(r: dict) -> str:
-    return r["config"]["strategy"]["name"]
+    return [r for r in read_records(folder) if schema.is_ok(r)] if folder.is_dir() else []
 
 
 def scaling_rows(rounds: list[list[dict]]) -> list[dict]:
@@ -44,14 +41,14 @@ def scaling_rows(rounds: list[list[dict]]) -> list[dict]:
     cells: dict[tuple[str, int], list[dict]] = {}
     for recs in rounds:
         for r in recs:
-            cells.setdefault((_strategy(r), r["workers"]), []).append(r)
+            cells.setdefault((schema.strategy_name(r), schema.workers(r)), []).append(r)
     rows = []
     for (s, n), recs in sorted(cells.items()):
-        ws = [r["words_per_s"] for r in recs]
-        one = [r["words_per_s"] for r in cells.get((s, 1), [])]
+        ws = [schema.words_per_s(r) for r in recs]
+        one = [schema.words_per_s(r) for r in cells.get((s, 1), [])]
         row: dict[str, Any] = {"strategy": s, "n": n, "rounds": len(ws),
                                "words_per_s": statistics.median(ws), "min": min(ws),
-                               "max": max(ws), "loadavg_1min": [r["loadavg"][0] for r in recs]}
+                               "max": max(ws), "loadavg_1min": [schema.loadavg(r)[0] for r in recs]}
         if one:
             row["speedup"] = row["words_per_s"] / statistics.median(one)
             row["efficiency"] = row["speedup"] / n
@@ -70,16 +67,16 @@ def validation_rows(name: str, rounds: list[list[dict]], fit_max: int) -> list[d
     nbytes = reduced_bytes_per_step(load_config(str(ROOT / CONFIGS[name])))
     out = []
     for k, recs in enumerate(rounds):
-        ranks = sorted({r["workers"] for r in recs})
+        ranks = sorted({schema.workers(r) for r in recs})
         # A strategy cut before a second rank count <= fit_max cannot be fitted: named, and
         # the others still fitted (any two or more rank counts fit: 1, 2, 4 is enough).
         small: dict[str, set[int]] = {}
         for r in recs:
-            if r["workers"] <= fit_max:
-                small.setdefault(r["config"]["strategy"]["name"], set()).add(r["workers"])
+            if schema.workers(r) <= fit_max:
+                small.setdefault(schema.strategy_name(r), set()).add(schema.workers(r))
         out += [{"round": k, "error": f"strategy {s}: only n = {min(ns)} measured up to "
                  f"n = {fit_max}, not fitted"} for s, ns in sorted(small.items()) if len(ns) < 2]
-        recs = [r for r in recs if len(small.get(r["config"]["strategy"]["name"], ())) >= 2]
+        recs = [r for r in recs if len(small.get(schema.strategy_name(r), ())) >= 2]
         try:
             rows = evaluate(recs, fit_max, ranks, nbytes)
         except Exception as e:  # one round's failed fit must not hide the others' tables

@@ -7,13 +7,17 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TF_CPP_MIN_LOG_LEVEL=2
 R=bench/results
 mkdir -p "$R"
+# Benches that run on every rank start through the sweep's launch line (the same rank placement
+# and exports as a sweep point), never a hand-written mpirun line.
+launch() { python -m hvdscale.study.sweep.launcher "$@"; }
 echo "== harness overhead (issue 3)"
-mpirun -np 2 python bench/bench_overhead.py --rounds 16 --json "$R/overhead.json"
+launch --np 2 -- python bench/bench_overhead.py --rounds 16 --json "$R/overhead.json"
 echo "== strategies side by side at np=2 (issues 3, 4)"
 python bench/bench_strategies.py --np 2 --repeats 5 --json "$R/strategies_np2.json"
 echo "== parameter-server communication (issue 4)"
-mpirun -np 2 python bench/bench_ps_comm.py --json "$R/ps_comm_np2.json"
-mpirun -np 3 --oversubscribe python bench/bench_ps_comm.py --json "$R/ps_comm_np3.json"
+launch --np 2 -- python bench/bench_ps_comm.py --json "$R/ps_comm_np2.json"
+launch --np 3 --launcher-args=--oversubscribe -- python bench/bench_ps_comm.py \
+  --json "$R/ps_comm_np3.json"
 echo "== soak (issue 6)"
 python bench/bench_soak.py --steps 1000 --json "$R/soak.json"
 if [ -f bench/bench_bucketing.py ]; then
@@ -24,7 +28,7 @@ echo "== Horovod fusion settings (issue 12)"
 python bench/bench_fusion.py --fresh
 echo "== TensorFlow next to PyTorch (issue 10)"
 python bench/bench_frameworks.py --repeats 3 --json "$R/frameworks.json"
-mpirun -np 2 python bench/bench_overhead_tf.py --pairs 16 --json "$R/overhead_tf.json"
+launch --np 2 -- python bench/bench_overhead_tf.py --pairs 16 --json "$R/overhead_tf.json"
 echo "== GEMMs, op counts, per-rank batch (issue 15)"
 python bench/bench_gemm.py --json "$R/gemm.json"
 python bench/bench_profile.py --configs configs/nmt_torch.yaml --batch 4 --steps 1 \

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from hvdscale.commands import common
+from hvdscale.records import schema
 
 NAME = "run"
 # Runs on every rank of a job: the caller (cli) ends the whole job on any error, so no rank
@@ -50,8 +51,8 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _one_line(rec: dict) -> str:
-    k = rec["key"]
-    return (f"hvdscale: {k['model']}/{rec['config']['framework']}/{k['rnn_impl']}/{k['strategy']} "
-            f"ranks={rec['ranks']} words/s={rec['words_per_s']:.1f} "
-            f"step={rec['step_time']['median'] * 1e3:.1f}ms "
-            f"(+-{rec['step_time']['jitter'] * 1e3:.1f}) loss={rec['final_loss']:.4f}")
+    k, fw = schema.key(rec), schema.config(rec)["framework"]
+    return (f"hvdscale: {k['model']}/{fw}/{k['rnn_impl']}/{k['strategy']} "
+            f"ranks={schema.ranks(rec)} words/s={schema.words_per_s(rec):.1f} "
+            f"step={schema.step_median_s(rec) * 1e3:.1f}ms "
+            f"(+-{schema.step_time(rec)['jitter'] * 1e3:.1f}) loss={schema.final_loss(rec):.4f}")

@@ -6,6 +6,9 @@ appended (not an earlier one in the same directory), and a failed launch says wh
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,3 +35,19 @@ def test_a_launch_returns_its_own_record_and_a_failure_says_why(tmp_path: Path) 
         launch_run(2, ROOT / "configs" / "demo.yaml", out, ["model.kind=bogus"],
                    RunLaunch(cwd=ROOT))
     assert "\n" not in str(e.value)
+
+
+def test_the_shell_launcher_starts_every_rank_and_passes_its_exit_status() -> None:
+    # bench/run_all.sh's way to start a bench on every rank: one MPI job of 2 ranks.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OMPI_ALLOW")}
+    hello = "from mpi4py import MPI; c = MPI.COMM_WORLD; print('rank', c.rank, 'of', c.size)"
+    cmd = [sys.executable, "-m", "hvdscale.study.sweep.launcher", "--np", "2", "--",
+           sys.executable, "-c"]
+    r = subprocess.run([*cmd, hello], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert sorted(ln for ln in r.stdout.splitlines() if ln.startswith("rank")) == \
+        ["rank 0 of 2", "rank 1 of 2"]
+    r = subprocess.run([*cmd, "import sys; sys.exit(3)"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 3

@@ -1,12 +1,15 @@
 """The benches stand on the package (issue 42): a bench point and a sweep point of the same
 config share their launch line and launcher environment; every bench script starts and parses
-``--help``; no bench builds its own MPI launch, reads ``results.jsonl`` by hand, edits
-``sys.path`` or imports another bench or the tests."""
+``--help``; no bench builds its own MPI launch, reads ``results.jsonl`` by hand, reads a record
+field the schema has an accessor for by its key, edits ``sys.path`` or imports another bench or
+the tests."""
 
 from __future__ import annotations
 
 import ast
 import os
+import re
+import shlex
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +32,11 @@ SCRIPTS = sorted(BENCH.glob("bench_*.py"))
 # bench hands mutmut a shell command that runs the tests under mpirun. Every other script in
 # bench/ must pass every rule.
 NOT_YET = {"bench_mutation.py", "check_benchmarks.py", "check_evidence.py", "check_h100.py"}
+RECORDS_NOT_YET = {"gpu_check.py"}
+"""Reads its records by key still: a script for the GPU machine, under rehearsal today."""
+LEADS_SCRIPTS = {"many_cores.sh", "gpu_device.sh", "evidence_run.sh", "gpu_check.sh"}
+"""Shell scripts for other machines, still under rehearsal with their own mpirun lines."""
+LAUNCHER = [sys.executable, "-m", "hvdscale.study.sweep.launcher"]
 OWN_LAUNCH = {"-np", "OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM",
               "OMPI_COMM_WORLD_LOCAL_SIZE", "results.jsonl"}
 """Strings a script holds only when it builds its own mpirun line or MPI environment, or reads
@@ -44,6 +52,37 @@ def test_a_bench_point_and_a_sweep_point_share_their_launch(tmp_path: Path) -> N
     assert cmd == launch_command(spec, point)
     assert cmd[:7] == ["mpirun", "-np", "2", "--bind-to", "none", "--map-by", "slot"]
     assert env == launch_env()  # what the sweep's run_point launches under
+
+
+def test_a_shell_launch_of_a_bench_is_the_sweeps_line(tmp_path: Path) -> None:
+    # What bench/run_all.sh starts its MPI benches with, against a sweep point's own line.
+    program = ["python", "bench/bench_overhead.py", "--rounds", "16"]
+    r = subprocess.run([*LAUNCHER, "--print", "--np", "2", "--", *program], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    line = shlex.split(r.stdout)
+    spec = plan_sweep(SweepRequest(CONFIG, "2", "horovod", out=tmp_path), check_out=False)
+    sweep_line = launch_command(spec, spec.points[0])
+    sweep_prefix = sweep_line[:sweep_line.index(sys.executable)]
+    assert line == [*sweep_prefix, *program]
+    assert line[:7] == ["mpirun", "-np", "2", "--bind-to", "none", "--map-by", "slot"]
+
+
+@pytest.mark.parametrize("argv", [["--np", "0", "--", "python", "x.py"], ["--np", "2"],
+                                  ["--np", "2", "--launcher", "pbs", "--", "x"]])
+def test_a_bad_shell_launch_is_one_clear_line(argv: list[str]) -> None:
+    r = subprocess.run([*LAUNCHER, *argv], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("hvdscale: error: ")
+
+
+def test_no_bench_shell_script_writes_its_own_mpirun_line() -> None:
+    mpirun = re.compile(r"(^|[\s;&|(])mpirun\s")
+    found = [f"{sh.name}:{n}" for sh in sorted(BENCH.glob("*.sh")) if sh.name not in LEADS_SCRIPTS
+             for n, line in enumerate(sh.read_text().splitlines(), 1)
+             if mpirun.search(line.split("#", 1)[0])]
+    assert found == []
+    assert "hvdscale.study.sweep.launcher" in (BENCH / "run_all.sh").read_text()
 
 
 def test_extra_env_reaches_the_ranks_and_the_launcher() -> None:
@@ -94,6 +133,76 @@ def _rules_broken(path: Path) -> list[str]:
                                         if p.name not in NOT_YET))
 def test_bench_stands_on_the_package(name: str) -> None:
     assert _rules_broken(BENCH / name) == []
+
+
+def _schema_fields() -> set[str]:
+    """The record fields ``hvdscale.records.schema`` reads for its accessors."""
+    fields = set()
+    for node in ast.walk(ast.parse((ROOT / "hvdscale" / "records" / "schema.py").read_text())):
+        obj, key = _keyed(node)
+        if isinstance(obj, ast.Name) and obj.id == "rec" and isinstance(key, ast.Constant):
+            fields.add(key.value)
+    return fields
+
+
+def _keyed(node: ast.AST) -> tuple[ast.AST | None, ast.AST | None]:
+    """(object, key) of ``obj[key]`` or ``obj.get(key, ...)``; (None, None) otherwise."""
+    if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+        return node.value, node.slice
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get" and node.args):
+        return node.func.value, node.args[0]
+    return None, None
+
+
+def _from_reader(node: ast.AST) -> bool:
+    """``launch_run(...)``, ``read_out(...)`` or ``read_records(...)``, indexed or not."""
+    node = node.value if isinstance(node, ast.Subscript) else node
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in ("launch_run", "read_out", "read_records"))
+
+
+def _record_scopes(tree: ast.Module) -> list[tuple[ast.AST, set[str]]]:
+    """Where a name holds a record: in a function (or the module's own statements) ``rec``,
+    ``record`` and what a reader's result is assigned or looped into; in a comprehension, the
+    targets of its readers."""
+    top = ast.Module([n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.ClassDef)],
+                     [])
+    scopes = []
+    for scope in [*(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)), top]:
+        names = {"rec", "record"}
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Assign) and _from_reader(node.value):
+                names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+            elif (isinstance(node, ast.For) and _from_reader(node.iter)
+                  and isinstance(node.target, ast.Name)):
+                names.add(node.target.id)
+        scopes.append((scope, names))
+    for comp in ast.walk(tree):
+        if isinstance(comp, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
+            scopes.append((comp, {g.target.id for g in comp.generators
+                                  if _from_reader(g.iter) and isinstance(g.target, ast.Name)}))
+    return scopes
+
+
+def raw_record_reads(path: Path, fields: set[str]) -> list[str]:
+    """``line: field`` of each record field read by its key instead of through the schema."""
+    found = set()
+    for scope, names in _record_scopes(ast.parse(path.read_text())):
+        for node in ast.walk(scope):
+            obj, key = _keyed(node)
+            if (isinstance(obj, ast.Name) and obj.id in names and isinstance(key, ast.Constant)
+                    and key.value in fields):
+                found.add(f"{node.lineno}: {key.value}")
+    return sorted(found)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in BENCH.glob("*.py")
+                                        if p.name not in NOT_YET | RECORDS_NOT_YET))
+def test_bench_reads_records_through_the_schema(name: str) -> None:
+    fields = _schema_fields()
+    assert {"words_per_s", "step_time", "config", "status"} <= fields
+    assert raw_record_reads(BENCH / name, fields) == []
 
 
 def test_thread_settings_keep_a_users_mpi_yield(monkeypatch: pytest.MonkeyPatch) -> None:

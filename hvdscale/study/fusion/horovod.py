@@ -28,6 +28,7 @@ from typing import Any
 
 from hvdscale.config import load_config
 from hvdscale.errors import HvdscaleError
+from hvdscale.records import schema
 from hvdscale.study.fusion.report import analyze
 from hvdscale.study.fusion.settings import Setting, grid_settings, parse_floats, parse_overlaps
 from hvdscale.study.sweep.hostfile import write_hostfile
@@ -180,7 +181,7 @@ def run_autotune(spec: FusionSpec, hostfile: Path | None,
         rec = o.record
     else:
         say("[autotune] skipped, already recorded")
-    tuned = (rec or {}).get("strategy", {}).get("autotune")
+    tuned = schema.strategy_info(rec or {}).get("autotune")
     if not tuned:
         say("[autotune] the record holds no autotune log; skipping its point")
         return None
@@ -222,7 +223,7 @@ def _run(spec: FusionSpec, hf: Path | None, say: Callable[[str], None]) -> dict[
             # the point are; a failed earlier round would shift every later one).
             have = rounds_of(read_out(spec.sweep.out), p, spec.repeats)[r]
             if have is not None:
-                say(f"{head}: skipped, already measured ({have['words_per_s']:.0f} words/s)")
+                say(f"{head}: skipped, already measured ({schema.words_per_s(have):.0f} words/s)")
                 continue
             o = run_point(spec.sweep, round_point(p, r), hf)
             el = time.monotonic() - t0

@@ -24,8 +24,7 @@ def _med(xs: list[float]) -> float | None:
 
 
 def _timeline_median(rec: dict[str, Any], key: str) -> float | None:
-    tl = schema.strategy_info(rec).get("timeline") or {}
-    return ((tl.get("summary") or {}).get("median") or {}).get(key)
+    return (schema.timeline_summary(rec).get("median") or {}).get(key)
 
 
 def words_per_round(recs: list[dict | None]) -> list[float | None]:

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from hvdscale.records import schema
 from hvdscale.study.quality.time_to_quality import crossing
 
 TARGET_AT = 0.6
@@ -39,10 +40,10 @@ def run_to_target(task: str, fw: str, strategy: str, np_: int, sets: list[str],
                      RunLaunch(launcher_args=("--oversubscribe",),
                                env={"TF_CPP_MIN_LOG_LEVEL": "2"}, timeout_s=900))
     after = os.getloadavg()[0]
-    q = rec["quality"]
+    q, data = schema.quality(rec), schema.config(rec)["data"]
     return {"task": task, "framework": fw, "strategy": strategy, "np": np_,
-            "scaling": rec["config"]["data"]["scaling"],
-            "batch_size": rec["config"]["data"]["batch_size"], "words_per_s": rec["words_per_s"],
+            "scaling": data["scaling"],
+            "batch_size": data["batch_size"], "words_per_s": schema.words_per_s(rec),
             "load_before": before, "load_after": after, "stop": q["stop"], "steps": q["steps"],
             "curve": [{k: p[k] for k in ("step", "updates", "words", "train_s", "wall_s",
                                          "loss") if k in p} for p in q["curve"]],

@@ -86,7 +86,8 @@ def breakdowns(records: list[dict]) -> list[dict[str, Any]]:
     groups: dict[tuple[str, int], list[dict]] = {}
     for r in ok:
         # The rounds of one point (``hvdscale.study.paired.rounds`` tags the name) are one group.
-        cfg = {**r.get("config", {}), "name": untagged(str(r.get("config", {}).get("name")))}
+        config = schema.config_or_empty(r)
+        cfg = {**config, "name": untagged(str(config.get("name")))}
         groups.setdefault((repr(cfg), schema.workers(r)), []).append(r)
     out = []
     for (cfg, workers), recs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):

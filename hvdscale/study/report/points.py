@@ -124,29 +124,30 @@ def _noise(p: Point, recs: list[dict]) -> Point:
 
 def _point(label: str, ranks: int, recs: list[dict]) -> Point:
     """The median of one series' repeats at one rank count."""
-    cfg = recs[-1]["config"]
+    cfg = schema.config(recs[-1])
     idle_ms, out_of = _idle_cells(recs[-1])
     bucketing = cfg.get("data", {}).get("bucketing", {})
     point = Point(
-        strategy=label, ranks=ranks, workers=recs[-1]["workers"],
+        strategy=label, ranks=ranks, workers=schema.workers(recs[-1]),
         batch_size=cfg.get("data", {}).get("batch_size", 0),
-        steps=recs[-1]["measure"]["steps"],
+        steps=schema.measured_steps(recs[-1]),
         time_s=statistics.median(schema.window_s(r) for r in recs),
         words_per_s=statistics.median(schema.words_per_s(r) for r in recs), repeats=len(recs),
         jitter_ms=statistics.median(schema.step_time(r)["jitter"] for r in recs) * 1e3,
         placement=cfg.get("strategy", {}).get("ps", {}).get("placement", "")
         if cfg.get("strategy", {}).get("name") == "ps" else "",
         tokens_per_batch=bucketing.get("tokens_per_batch", 0) if bucketing.get("enabled") else 0,
-        real_tokens=_median_of(recs, lambda r: schema.padding(r)["window"]["words"]),
-        token_slots=_median_of(recs, lambda r: schema.padding(r)["window"]["slots"]),
-        padded_pct=_median_of(recs, lambda r: 100 * r["padded_fraction"]),
+        real_tokens=_median_of(recs, lambda r: schema.padding_window(r)["words"]),
+        token_slots=_median_of(recs, lambda r: schema.padding_window(r)["slots"]),
+        padded_pct=_median_of(recs, lambda r: 100 * schema.padded_fraction(r)),
         unbucketed_padded_pct=_median_of(
             recs, lambda r: 100 * schema.padding(r)["epoch_unbucketed"]["padded_fraction"]),
         pad_to_max_padded_pct=_median_of(
             recs, lambda r: 100 * schema.padding(r)["epoch_pad_to_max"]["padded_fraction"]),
-        work_ratio=_median_of(recs, lambda r: schema.padding(r)["window"]["work_ratio"]),
-        idle_ms_per_step=_median_of(recs, lambda r: r["idle"]["idle_ms_per_step"]),
-        idle_pct=_median_of(recs, lambda r: 100 * r["idle"]["idle_fraction"]),
+        work_ratio=_median_of(recs, lambda r: schema.padding_window(r)["work_ratio"]),
+        # A record without idle figures leaves the cell empty (KeyError), not 0.
+        idle_ms_per_step=_median_of(recs, lambda r: schema.idle(r)["idle_ms_per_step"]),
+        idle_pct=_median_of(recs, lambda r: 100 * schema.idle(r)["idle_fraction"]),
         idle_per_rank=idle_ms, out_of_batches=out_of)
     return _noise(point, recs)
 

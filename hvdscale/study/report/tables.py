@@ -274,11 +274,10 @@ def horovod_timelines(records: list[dict]) -> str:
     """One row per run that captured Horovod's timeline: where its allreduce time went."""
     rows = []
     for r in records:
-        tl = schema.strategy_info(r).get("timeline") or {}
-        s = tl.get("summary")
+        s = schema.timeline_summary(r)
         if not schema.is_ok(r) or not s:
             continue
-        h = schema.config(r)["strategy"]["horovod"]
+        h = schema.horovod_settings(r)
         m = s["median"]
         t, c = h.get("fusion_threshold_mb"), h.get("cycle_time_ms")
         setting = (("default" if t is None else f"{t:g} MiB") + " / "
@@ -306,6 +305,7 @@ def failed_points(failed: list[dict]) -> str:
         return ""
     md = "## Failed points\n\n|Experiment|Series|Ranks|Reason|\n|:--|:--|:--|:--|\n"
     for r in failed:
-        md += (f"|{experiment_id(r['config'])}|{_cell(series_label(r['config']))}|"
-               f"{r['ranks']}|{_cell(r.get('error', ''))[:200]}|\n")
+        cfg = schema.config(r)
+        md += (f"|{experiment_id(cfg)}|{_cell(series_label(cfg))}|"
+               f"{schema.ranks(r)}|{_cell(schema.error(r))[:200]}|\n")
     return md + "\n"

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from hvdscale.errors import HvdscaleError
+from hvdscale.records import schema
 
 FWD_BWD = 3  # forward, data gradient, weight gradient: three products of the forward's size
 
@@ -51,7 +52,7 @@ def flops_per_word(model: dict[str, Any]) -> dict[str, float]:
 
 def achieved(record: dict[str, Any]) -> dict[str, float]:
     """A run record's useful TFLOP/s in its measured window, in total and per rank."""
-    per_word = flops_per_word(record["config"]["model"])
-    tflops = record["words_per_s"] * per_word["total"] / 1e12
+    per_word = flops_per_word(schema.model_config(record))
+    tflops = schema.words_per_s(record) * per_word["total"] / 1e12
     return {"flops_per_word": per_word["total"], "tflops": tflops,
             "tflops_per_rank": tflops / max(1, record.get("workers") or record["ranks"])}

@@ -4,7 +4,8 @@ The layer every multi-rank study tool shares (``hvdscale sweep``, ``fusion``, ``
 ``commbench``): where ranks may go (a hostfile's slots, a SLURM allocation, this host's cores),
 the launcher's command line and environment, one launch run under a time limit with its whole
 process tree ended on that limit or on Ctrl-C, what the launch left behind (its records, the
-telling line of its stderr).
+telling line of its stderr). Run as a module it starts (or prints) one such launch of any
+program, so shell scripts (bench/run_all.sh) place their ranks as the sweep does.
 """
 
 from __future__ import annotations
@@ -274,3 +275,51 @@ def error_summary(stderr: str, max_lines: int = 3, stdout: str = "") -> str:
     if not pick and stdout:
         return error_summary(stdout, max_lines)
     return " / ".join(pick)[:500] or "(no stderr)"
+
+
+# --- the launch line from a shell -------------------------------------------------------------
+
+def _parse(argv: list[str] | None) -> Any:
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="python -m hvdscale.study.sweep.launcher",
+        description="Start N ranks of PROGRAM with the sweep's launch line and environment "
+                    "(what bench/run_all.sh launches its MPI benches through).")
+    p.add_argument("--np", type=int, required=True, help="number of ranks (>= 1)")
+    p.add_argument("--launcher", default="mpirun", help=f"one of {', '.join(LAUNCHERS)}")
+    p.add_argument("--launcher-args", default="",
+                   help="extra launcher arguments, one string (--launcher-args=--oversubscribe)")
+    p.add_argument("--print", action="store_true", help="print the line instead of running it")
+    p.add_argument("program", nargs=argparse.REMAINDER, help="-- then what every rank runs")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print, or replace this process with, the launch line of ``-- PROGRAM...`` on N ranks."""
+    import sys
+
+    args = _parse(argv)
+    program = args.program[1:] if args.program[:1] == ["--"] else args.program
+    try:
+        check_launcher(args.launcher)
+        if args.np < 1:
+            raise HvdscaleError(f"--np must be >= 1 (got {args.np})")
+        if not program:
+            raise HvdscaleError("no program to launch: give it after --")
+        cmd = launch_line(args.launcher, args.np, program,
+                          launcher_args=split_launcher_args(args.launcher_args))
+        if args.print:
+            print(shlex.join(cmd))
+            return 0
+        if shutil.which(cmd[0]) is None:
+            raise HvdscaleError(f"launcher {cmd[0]!r} is not on PATH")
+    except HvdscaleError as e:
+        print(f"hvdscale: error: {e}", file=sys.stderr)
+        return 2
+    sys.stdout.flush()
+    os.execvpe(cmd[0], cmd, launch_env())  # the launcher's exit status is this command's
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -18,6 +18,7 @@ from hvdscale.config.model import SCALE_LR_RULES
 from hvdscale.config.strategy import NATIVE_FRAMEWORK
 from hvdscale.corpora import corpus
 from hvdscale.errors import HvdscaleError
+from hvdscale.records import schema
 from hvdscale.records.experiment import same_point
 from hvdscale.records.store import check_writable
 from hvdscale.registry import FRAMEWORKS
@@ -251,7 +252,7 @@ def matches(rec: dict[str, Any], point: Point) -> bool:
 
 def recorded_all(records: list[dict[str, Any]], point: Point) -> list[dict[str, Any]]:
     """Every ok record of ``point`` among ``records``, oldest first."""
-    return [r for r in records if r.get("status") == "ok" and matches(r, point)]
+    return [r for r in records if schema.is_ok(r) and matches(r, point)]
 
 
 def recorded(records: list[dict[str, Any]], point: Point) -> dict[str, Any] | None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.config import to_dict
+from hvdscale.records import schema
 from hvdscale.records.load import load_now
 from hvdscale.records.schema import SCHEMA_VERSION
 from hvdscale.records.store import append_record, record_key
@@ -129,15 +130,14 @@ def run_point(spec: SweepSpec, point: Point, hostfile_path: Path | None = None,
     timing.exited = time.time()
     seconds = time.monotonic() - t0
     new = read_out(spec.out)[before:]
-    rec = next((r for r in reversed(new) if r.get("status") == "ok" and matches(r, point)),
-               None)
+    rec = next((r for r in reversed(new) if schema.is_ok(r) and matches(r, point)), None)
     if rec is not None:
         # The record is written after the last barrier, when every rank has finished: the
         # measurement is complete even if the launch overran its limit while exiting.
         late = (f" (record written; the launch then overran --timeout {spec.timeout_s:g} s "
                 "while exiting and was ended)") if timed_out else ""
-        return Outcome(point, "ok", seconds, rec["words_per_s"], error=late.strip(), log=out_log,
-                       record=rec, timing=timing)
+        return Outcome(point, "ok", seconds, schema.words_per_s(rec), error=late.strip(),
+                       log=out_log, record=rec, timing=timing)
     stderr, stdout = (f.read_text(errors="replace") if f.exists() else ""
                       for f in (err_log, out_log))
     if timed_out:
@@ -235,7 +235,7 @@ def run_sweep(spec: SweepSpec, say: Callable[[str], None] = print) -> SweepResul
             head = f"[{k + 1}/{len(plan)}]{rnd} {point.label}"
             done = measured(read_out(spec.out), spec, r, point)
             if done is not None:
-                o = Outcome(point, "skipped", 0.0, done["words_per_s"])
+                o = Outcome(point, "skipped", 0.0, schema.words_per_s(done))
                 say(f"{head}: skipped, already recorded {o.words_per_s:.1f} words/s "
                     f"(--redo measures it again)")
                 result.outcomes.append(o)
