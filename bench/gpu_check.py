@@ -178,6 +178,8 @@ def timing(impl: str, device: str, steps: int = 20) -> dict[str, Any]:
 
 def demo_runs(result: dict[str, Any], device: str) -> None:
     """Part 1: the demo through ``hvdscale run``, fused and loop, np=1 and (ddp) np=2."""
+    from hvdscale.records import schema
+
     why_not = can_run_np2()
     result["np2_skipped_because"] = why_not
     if why_not:
@@ -185,15 +187,19 @@ def demo_runs(result: dict[str, Any], device: str) -> None:
     for np in [1] if why_not else [1, 2]:
         for impl in ("fused", "loop"):
             rec = run_demo(impl, np, device, [])
-            result["runs"].append({"np": np, "rnn_impl": impl, "words_per_s": rec["words_per_s"],
-                                   "strategy": rec["config"]["strategy"]["name"],
-                                   "step_time_median_s": rec["step_time"]["median"],
-                                   "device": rec["device"],
-                                   "gpu_operations": rec["strategy"].get("gpu_operations"),
-                                   "memory": rec["memory"]})
-            print(f"gpu_check: demo {impl} np={np}: {rec['words_per_s']:.0f} words/s", flush=True)
-            if rec["device"]["per_rank"][0]["kind"] != device:
-                raise PartFailed(f"{impl} np={np} did not run on {device}: {rec['device']}")
+            where = schema.device(rec)
+            result["runs"].append({"np": np, "rnn_impl": impl,
+                                   "words_per_s": schema.words_per_s(rec),
+                                   "strategy": schema.strategy_name(rec),
+                                   "step_time_median_s": schema.step_median_s(rec),
+                                   "device": where,
+                                   "gpu_operations":
+                                       schema.strategy_info(rec).get("gpu_operations"),
+                                   "memory": schema.memory(rec)})
+            print(f"gpu_check: demo {impl} np={np}: {schema.words_per_s(rec):.0f} words/s",
+                  flush=True)
+            if where["per_rank"][0]["kind"] != device:
+                raise PartFailed(f"{impl} np={np} did not run on {device}: {where}")
 
 
 def cudnn_check(result: dict[str, Any], device: str) -> None:
