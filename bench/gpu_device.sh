@@ -83,7 +83,8 @@ st_exact() {
   # the skip is allowed for horovod only, so any other strategy running nothing fails the stage.
   HVDSCALE_EXACTNESS_ALLOW_UNRUN=${HVDSCALE_EXACTNESS_ALLOW_UNRUN-horovod} \
   HVDSCALE_EXACTNESS_SUMMARY="$OUT/exact_summary.json" \
-  HVDSCALE_TEST_DEVICE=$DEV mpirun -np 2 --oversubscribe "$PY" -m pytest -q -p no:cacheprovider \
+  HVDSCALE_TEST_DEVICE=$DEV "$PY" -m hvdscale.study.sweep.launcher --np 2 \
+    --launcher-args=--oversubscribe -- "$PY" -m pytest -q -p no:cacheprovider \
     tests/mpi/test_exactness.py tests/mpi_ddp/test_ddp_exactness.py -k "$sel"
 }
 st_seeds() {

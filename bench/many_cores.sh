@@ -145,7 +145,8 @@ overhead() {  # np
   budget=$(stage_budget "$OVERHEAD_S")
   if (( n > ${#cores[@]} )); then log "overhead np=$n skipped: ${#cores[@]} cores"; return; fi
   if (( budget < 20 )); then log "overhead np=$n skipped: deadline"; failed+=("overhead$n:skipped"); return; fi
-  timeout "$budget" mpirun -np "$n" --bind-to none "$REPO/bench/pin_rank.sh" \
+  # the sweep's own launch line (hvdscale.study.sweep.launcher), each rank pinned by pin_rank.sh
+  timeout "$budget" "$PY" -m hvdscale.study.sweep.launcher --np "$n" -- "$REPO/bench/pin_rank.sh" \
     "$PY" "$REPO/bench/bench_overhead.py" --config "$REPO/configs/demo.yaml" \
     --rounds "${OVERHEAD_ROUNDS:-4}" --json "$OUT/overhead_np$n.json" >"$OUT/overhead_np$n.log" 2>&1
   local rc=$?

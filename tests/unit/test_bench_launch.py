@@ -34,8 +34,6 @@ SCRIPTS = sorted(BENCH.glob("bench_*.py"))
 NOT_YET = {"bench_mutation.py", "check_benchmarks.py", "check_evidence.py", "check_h100.py"}
 RECORDS_NOT_YET: set[str] = set()
 """Scripts that still read their records by key (none left)."""
-LEADS_SCRIPTS = {"many_cores.sh", "gpu_device.sh", "evidence_run.sh", "gpu_check.sh"}
-"""Shell scripts for other machines, still under rehearsal with their own mpirun lines."""
 LAUNCHER = [sys.executable, "-m", "hvdscale.study.sweep.launcher"]
 OWN_LAUNCH = {"-np", "OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM",
               "OMPI_COMM_WORLD_LOCAL_SIZE", "results.jsonl"}
@@ -78,7 +76,7 @@ def test_a_bad_shell_launch_is_one_clear_line(argv: list[str]) -> None:
 
 def test_no_bench_shell_script_writes_its_own_mpirun_line() -> None:
     mpirun = re.compile(r"(^|[\s;&|(])mpirun\s")
-    found = [f"{sh.name}:{n}" for sh in sorted(BENCH.glob("*.sh")) if sh.name not in LEADS_SCRIPTS
+    found = [f"{sh.name}:{n}" for sh in sorted(BENCH.glob("*.sh"))
              for n, line in enumerate(sh.read_text().splitlines(), 1)
              if mpirun.search(line.split("#", 1)[0])]
     assert found == []
