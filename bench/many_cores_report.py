@@ -91,12 +91,19 @@ def render(name: str, scaling: list[dict], valid: list[dict]) -> str:
     lines = [f"## {name}", "", "| strategy | n | words/s (median) | min-max | speedup | "
              "efficiency | compute ms | comm ms | idle ms | rounds |",
              "|:--|--:|--:|:--|--:|--:|--:|--:|--:|--:|"]
+    negative = False
     for r in scaling:
         b = r.get("breakdown_ms", {})
+        # A negative reading is noise (a part's time measured below the one-rank baseline):
+        # shown as 0, and said under the table, never as a negative cause.
+        comm, idle = (max(0.0, b.get(k, 0.0)) for k in ("comm", "idle"))
+        negative |= b.get("comm", 0.0) < 0 or b.get("idle", 0.0) < 0
         lines.append(f"| {r['strategy']} | {r['n']} | {r['words_per_s']:,.0f} | "
                      f"{r['min']:,.0f}-{r['max']:,.0f} | {r.get('speedup', float('nan')):.2f} | "
                      f"{r.get('efficiency', float('nan')):.2f} | {b.get('compute', 0):.1f} | "
-                     f"{b.get('comm', 0):.1f} | {b.get('idle', 0):.1f} | {r['rounds']} |")
+                     f"{comm:.1f} | {idle:.1f} | {r['rounds']} |")
+    if negative:
+        lines += ["", "Some comm or idle readings were below zero (noise): shown as 0.0."]
     lines += ["", "| round | strategy | n | measured words/s | predicted | error % | "
               "most wrong term |", "|--:|:--|--:|--:|--:|--:|:--|"]
     for v in valid:
