@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from many_cores_report import render  # noqa: E402
+from many_cores_report import render
 
 
 def _row(comm: float, idle: float) -> dict:
