@@ -33,10 +33,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
+from mutation_explained import EQUIVALENT, KILLED_AFTER  # noqa: E402
 from scratch import scratch_dir  # noqa: E402
 
 TOOL = "mutmut==2.5.1"
 RAW = ROOT / "bench" / "results" / "mutation.json"
+TRIES = 3  # mutmut runs a target at most this often when it stops on an error of its own
 
 
 @dataclass(frozen=True)
@@ -109,38 +111,6 @@ TARGETS = (
            np=2, full=True),
 )
 
-_TIMING = "timing only: a time the timeline records, never read by the gradient or the update"
-EQUIVALENT: dict[tuple[str, str, str], str] = {
-    ("horovod_torch_tokens", "t_start = time.time()", "t_start = None"): _TIMING,
-    ("horovod_torch_tokens", "t_bwd = [0.0]", "t_bwd = [1.0]"): _TIMING,
-    ("horovod_torch_tokens", "t_bwd[0] = time.time()  # backward starts as soon as this returns",
-     "t_bwd[0] = None  # backward starts as soon as this returns"): _TIMING,
-    ("horovod_torch_scale", "t_bwd[0] = time.time()  # backward starts as soon as this returns",
-     "t_bwd[0] = None  # backward starts as soon as this returns"): _TIMING,
-    ("horovod_torch_tokens",
-     'handle = hvd.allreduce_async(tokens, op=hvd.Sum, name="hvdscale.tokens")  # hvd:',
-     'handle = hvd.allreduce_async(tokens, op=hvd.Sum, name="XXhvdscale.tokensXX")  # hvd:'):
-        "equivalent: the request's name is a label, the same on every rank either way",
-    ("noise_scale", "if count < 2 or tokens <= 0:", "if count < 2 or tokens <= 1:"):
-        "equivalent: two contributing ranks carry at least one token each, so tokens >= 2",
-}
-"""(module, line before, line after) of a mutant no test can tell apart: why, in one line."""
-
-KILLED_AFTER: dict[tuple[str, str, str], str] = {
-    ("noise_scale", "if g2.mean() <= 0:", "if g2.mean() < 0:"):
-        "test_noise_scale_summary.py::test_no_estimate_when_mean_g2_is_zero",
-    ("doctor_network", 'first = [a[0] for a in hosts[0]["addresses"]]',
-     'first = [a[0] for a in hosts[1]["addresses"]]'):
-        "test_doctor_named_interface.py::test_common_names_keep_the_first_hosts_order",
-    ("doctor_network", 'if len(hosts) <= 1 and planned_hosts <= 1:',
-     'if len(hosts) <= 2 and planned_hosts <= 1:'):
-        "test_doctor_named_interface.py::test_one_host_and_its_boundaries",
-    ("doctor_network", 'if len(hosts) <= 1 and planned_hosts <= 1:',
-     'if len(hosts) <= 1 and planned_hosts <= 2:'):
-        "test_doctor_named_interface.py::test_one_host_and_its_boundaries",
-}
-"""Survivors of the recorded run killed by a test written after it (seen failing with the mutant
-applied by hand): still counted as survivors until the module is run again."""
 
 
 def _function_lines(path: Path, names: tuple[str, ...]) -> set[int]:
@@ -196,28 +166,40 @@ def _copy_checkout(dest: Path) -> None:
 
 
 def _runner(target: Target) -> str:
+    # Through bench/mutation_runner.py: any failing exit reaches mutmut as 1, and mutmut's
+    # time limit kills the tests' every process (mutmut 2.5.1 alone does neither).
     pytest = f"{sys.executable} -m pytest -x -q -p no:cacheprovider --color=no"
     tests = " ".join(f"'{t}'" if " " in t else t for t in target.tests)
+    wrap = f"{sys.executable} bench/mutation_runner.py 600"
     if target.np:
-        return f"timeout 600 mpirun -np {target.np} {pytest} {tests}"
-    return f"timeout 600 {pytest} {tests}"
+        return f"{wrap} mpirun -np {target.np} {pytest} {tests}"
+    return f"{wrap} {pytest} {tests}"
 
 
 def _statuses(copy: Path) -> list[dict[str, Any]]:
     """Every mutant mutmut made: id, status, line number and line."""
     db = sqlite3.connect(copy / ".mutmut-cache")
-    rows = db.execute("SELECT m.id, m.status, l.line_number, l.line FROM Mutant m "
+    rows = db.execute("SELECT m.id, m.status, l.line_number, l.line, m.\"index\" FROM Mutant m "
                       "JOIN Line l ON m.line = l.id ORDER BY m.id").fetchall()
     db.close()
-    return [{"id": i, "status": s, "line": n + 1, "text": t} for i, s, n, t in rows]
+    return [{"id": i, "status": s, "line": n + 1, "text": t, "index": k}
+            for i, s, n, t, k in rows]
 
 
-def _diff(copy: Path, mutant: int, env: dict[str, str]) -> tuple[str, str]:
-    """(line before, line after) of one mutant, as ``mutmut show`` gives them."""
-    out = subprocess.run(["mutmut", "show", str(mutant)], cwd=copy, env=env,
-                         capture_output=True, text=True, timeout=120).stdout.splitlines()
-    old = [x[1:].strip() for x in out if x.startswith("-") and not x.startswith("---")]
-    new = [x[1:].strip() for x in out if x.startswith("+") and not x.startswith("+++")]
+def _diff(source: str, mutant: dict[str, Any]) -> tuple[str, str]:
+    """(line before, line after) of one mutant, made again from the source in this process.
+
+    Not ``mutmut show``: it re-reads the file into mutmut's cache, and while a run has a mutant
+    on disk that rewrites the cache's lines, so the run stops with "Attribute Mutant.line is
+    required" (mutmut 2.5.1; seen so, and reproduced by a ``mutmut show`` during a run)."""
+    from mutmut import Context, RelativeMutationID, mutate
+
+    mid = RelativeMutationID(line=mutant["text"], index=mutant["index"],
+                             line_number=mutant["line"] - 1)
+    after, _ = mutate(Context(source=source, mutation_id=mid))
+    diff = list(difflib.unified_diff(source.split("\n"), after.split("\n"), lineterm="", n=0))
+    old = [x[1:].strip() for x in diff if x.startswith("-") and not x.startswith("---")]
+    new = [x[1:].strip() for x in diff if x.startswith("+") and not x.startswith("+++")]
     return " / ".join(old), " / ".join(new)
 
 
@@ -236,29 +218,37 @@ def run_target(target: Target, work: Path) -> dict[str, Any]:
     patch = _patch(copy, target)
     if patch is not None:
         cmd += ["--use-patch-file", str(patch)]
+    pristine = (copy / target.path).read_bytes()
     load_before, t0 = list(os.getloadavg()), time.monotonic()
-    r = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True)
-    seconds, load_after = time.monotonic() - t0, list(os.getloadavg())
-    crash = None
-    if r.returncode & 1:  # a fatal error: keep what it tested before, say so, never hide it
+    errors: list[str] = []
+    for _ in range(TRIES):
+        r = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True)
+        if not r.returncode & 1:
+            break
+        # A fatal error: keep what it tested, say so, never hide it, and test the rest in a
+        # new run over the same cache (mutmut skips the mutants it has a status for).
         if not (copy / ".mutmut-cache").exists() or not _statuses(copy):
             raise SystemExit(f"bench_mutation: mutmut failed on {target.name} (exit "
                              f"{r.returncode}): {(r.stdout + r.stderr).strip()[-600:]}")
-        crash = (r.stdout + r.stderr).strip().splitlines()[-1]
-    return collect(target, copy, env, {"seconds": seconds, "load_before": load_before,
-                                       "load_after": load_after, "tool_error": crash})
+        errors.append((r.stdout + r.stderr).strip().splitlines()[-1])
+        (copy / target.path).write_bytes(pristine)  # a mutant may be left on disk
+        (copy / (target.path + ".bak")).unlink(missing_ok=True)
+    seconds, load_after = time.monotonic() - t0, list(os.getloadavg())
+    crash = errors[-1] if errors and r.returncode & 1 else None
+    return collect(target, copy, {"seconds": seconds, "load_before": load_before,
+                                  "load_after": load_after, "tool_error": crash,
+                                  "tool_restarts": errors})
 
 
-def collect(target: Target, copy: Path, env: dict[str, str],
-            run: dict[str, Any]) -> dict[str, Any]:
+def collect(target: Target, copy: Path, run: dict[str, Any]) -> dict[str, Any]:
     """The raw entry of a target from mutmut's cache in ``copy`` and the run's own facts."""
     mutants = _statuses(copy)
     count = {s: sum(m["status"] == s for m in mutants) for s in
              ("ok_killed", "bad_survived", "bad_timeout", "ok_suspicious", "skipped", "untested")}
-    survivors = []
+    survivors, source = [], (copy / target.path).read_text()
     for m in mutants:
         if m["status"] in ("bad_survived", "bad_timeout", "ok_suspicious"):
-            old, new = _diff(copy, m["id"], env)
+            old, new = _diff(source, m)
             why = EQUIVALENT.get((target.name, old, new))
             survivors.append({"line": m["line"], "status": m["status"], "before": old,
                               "after": new, "equivalent": why})
@@ -311,6 +301,10 @@ def render(raw: dict[str, Any]) -> str:
             out += ["", f"{m['name']}: {m['untested']} mutants not tested (lines "
                     f"{', '.join(map(str, m.get('untested_lines', [])))})"
                     + (f"; mutmut stopped with: {m['tool_error']}" if m.get("tool_error") else "")]
+    for m in raw["modules"]:
+        if m.get("tool_restarts"):
+            out += ["", f"{m['name']}: mutmut stopped on an error of its own and ran again over "
+                    f"its cache ({len(m['tool_restarts'])}x): {m['tool_restarts'][0]}"]
     ran = {m["name"] for m in raw["modules"]}
     missing = [t.name for t in TARGETS if t.name not in ran]
     if missing:
