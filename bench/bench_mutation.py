@@ -33,12 +33,16 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from mutation_explained import EQUIVALENT, KILLED_AFTER  # noqa: E402
+import mutation_table  # noqa: E402
+from mutation_explained import EQUIVALENT  # noqa: E402
+from mutation_runner import kill_session  # noqa: E402
+from mutation_table import meets_goal, restamp, score  # noqa: E402, F401  (score: the tests')
 from scratch import scratch_dir  # noqa: E402
 
 TOOL = "mutmut==2.5.1"
 RAW = ROOT / "bench" / "results" / "mutation.json"
 TRIES = 3  # mutmut runs a target at most this often when it stops on an error of its own
+STALL_S = 900  # no mutant done for this long: mutmut is stuck (a test's own limit is 600 s)
 
 
 @dataclass(frozen=True)
@@ -203,6 +207,30 @@ def _diff(source: str, mutant: dict[str, Any]) -> tuple[str, str]:
     return " / ".join(old), " / ".join(new)
 
 
+def _mutmut(cmd: list[str], copy: Path, env: dict[str, str]) -> tuple[int | None, str]:
+    """(exit status, output) of one ``mutmut run``; (None, why) when no mutant got a status
+    for ``STALL_S`` (mutmut 2.5.1 waits forever for a worker process that died)."""
+    log = copy / ".mutmut-run.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=copy, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        done, since = -1, time.monotonic()
+        while True:
+            try:
+                proc.wait(timeout=10)
+                return proc.returncode, log.read_text().strip()
+            except subprocess.TimeoutExpired:
+                pass
+            now = sum(m["status"] != "untested" for m in _statuses(copy)) \
+                if (copy / ".mutmut-cache").exists() else 0
+            if now != done:
+                done, since = now, time.monotonic()
+            elif time.monotonic() - since > STALL_S:
+                kill_session(proc.pid)
+                proc.wait()
+                return None, f"stalled: no mutant got a status in {STALL_S} s"
+
+
 def run_target(target: Target, work: Path) -> dict[str, Any]:
     """Mutate one target in a fresh copy of the checkout; its counts and survivors."""
     copy = work / target.name
@@ -222,19 +250,19 @@ def run_target(target: Target, work: Path) -> dict[str, Any]:
     load_before, t0 = list(os.getloadavg()), time.monotonic()
     errors: list[str] = []
     for _ in range(TRIES):
-        r = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True)
-        if not r.returncode & 1:
+        rc, out = _mutmut(cmd, copy, env)
+        if rc is not None and not rc & 1:
             break
-        # A fatal error: keep what it tested, say so, never hide it, and test the rest in a
-        # new run over the same cache (mutmut skips the mutants it has a status for).
+        # A fatal error or a stall: keep what it tested, say so, never hide it, and test the
+        # rest in a new run over the same cache (mutmut skips the mutants it has a status for).
         if not (copy / ".mutmut-cache").exists() or not _statuses(copy):
-            raise SystemExit(f"bench_mutation: mutmut failed on {target.name} (exit "
-                             f"{r.returncode}): {(r.stdout + r.stderr).strip()[-600:]}")
-        errors.append((r.stdout + r.stderr).strip().splitlines()[-1])
+            raise SystemExit(f"bench_mutation: mutmut failed on {target.name} (exit {rc}): "
+                             f"{out[-600:]}")
+        errors.append(out.splitlines()[-1] if rc is not None else out)
         (copy / target.path).write_bytes(pristine)  # a mutant may be left on disk
         (copy / (target.path + ".bak")).unlink(missing_ok=True)
     seconds, load_after = time.monotonic() - t0, list(os.getloadavg())
-    crash = errors[-1] if errors and r.returncode & 1 else None
+    crash = errors[-1] if errors and (rc is None or rc & 1) else None
     return collect(target, copy, {"seconds": seconds, "load_before": load_before,
                                   "load_after": load_after, "tool_error": crash,
                                   "tool_restarts": errors})
@@ -260,77 +288,9 @@ def collect(target: Target, copy: Path, run: dict[str, Any]) -> dict[str, Any]:
             "untested_lines": untested, "survivors": survivors}
 
 
-def restamp(raw: dict[str, Any]) -> dict[str, Any]:
-    """The raw result with each survivor's reason taken from ``EQUIVALENT`` as it is now (a
-    survivor explained after its run needs no rerun; one no longer listed is OPEN again)."""
-    for m in raw["modules"]:
-        for s in m["survivors"]:
-            s["equivalent"] = EQUIVALENT.get((m["name"], s["before"], s["after"]))
-    return raw
-
-
-def score(mod: dict[str, Any]) -> tuple[int, int, float]:
-    """(equivalent mutants, non-equivalent mutants, share of those killed) of one module."""
-    # A mutant whose tests ran past mutmut's limit did not pass them: detected, as mutation
-    # tools count it (a hang is a failure), and on a loaded machine a slow start is no survivor.
-    eq = sum(1 for s in mod["survivors"] if s["equivalent"] and s["status"] != "bad_timeout")
-    real = mod["mutants"] - eq - mod["untested"]
-    return eq, real, ((mod["killed"] + mod["timed_out"]) / real if real else 1.0)
-
-
-def meets_goal(mod: dict[str, Any]) -> bool:
-    return score(mod)[2] >= (1.0 if mod["full"] else 0.9)
-
-
 def render(raw: dict[str, Any]) -> str:
     """The per-module table and the survivors, from the raw result alone."""
-    out = [f"{raw['tool']}; each module against the tests named in bench/bench_mutation.py; "
-           "score = (killed + timed out) / (mutants - explained); "
-           "goal 90%, 100% where marked *.", "",
-           "| module | mutants | killed | survived | timed out | explained | score | goal met |"
-           " seconds | load 1-min before/after |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
-    for m in raw["modules"]:
-        eq, _, sc = score(m)
-        out.append(f"| {m['name']}{' *' if m['full'] else ''} | {m['mutants']} | {m['killed']} "
-                   f"| {m['survived']} | {m['timed_out']} | {eq} | {100 * sc:.1f}% | "
-                   f"{_goal(m)} | {m['seconds']:.0f} | "
-                   f"{m['load_before'][0]:.1f}/{m['load_after'][0]:.1f} |")
-    for m in raw["modules"]:
-        if m.get("tool_error") or m["untested"]:
-            out += ["", f"{m['name']}: {m['untested']} mutants not tested (lines "
-                    f"{', '.join(map(str, m.get('untested_lines', [])))})"
-                    + (f"; mutmut stopped with: {m['tool_error']}" if m.get("tool_error") else "")]
-    for m in raw["modules"]:
-        if m.get("tool_restarts"):
-            out += ["", f"{m['name']}: mutmut stopped on an error of its own and ran again over "
-                    f"its cache ({len(m['tool_restarts'])}x): {m['tool_restarts'][0]}"]
-    ran = {m["name"] for m in raw["modules"]}
-    missing = [t.name for t in TARGETS if t.name not in ran]
-    if missing:
-        out += ["", f"Not run yet: {', '.join(missing)}."]
-    out += ["", "Survivors (line: before -> after: why explained, or OPEN):", ""]
-    for m in raw["modules"]:
-        for s in m["survivors"]:
-            out.append(f"- {m['name']}:{s['line']} `{s['before']}` -> `{s['after']}`"
-                       f"{' (' + s['status'] + ')' if s['status'] != 'bad_survived' else ''}: "
-                       f"{s['equivalent'] or _after(m['name'], s)}")
-    if not any(m["survivors"] for m in raw["modules"]):
-        out.append("- none")
-    return "\n".join(out) + "\n"
-
-
-def _goal(m: dict[str, Any]) -> str:
-    if not meets_goal(m):
-        return "NO"
-    return "yes, of those tested" if m["untested"] else "yes"
-
-
-def _after(name: str, s: dict[str, Any]) -> str:
-    if s["status"] == "bad_timeout":
-        return "detected (its tests did not pass in time)"
-    test = KILLED_AFTER.get((name, s["before"], s["after"]))
-    return f"OPEN in this run; killed since by {test}" if test else "OPEN"
+    return mutation_table.render(raw, [t.name for t in TARGETS])
 
 
 def _merge(path: Path, mods: list[dict[str, Any]]) -> dict[str, Any]:
