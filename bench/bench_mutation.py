@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     raw = _merge(Path(args.json), mods) if args.json else {"tool": TOOL, "modules": mods}
     if args.json:
         Path(args.json).write_text(json.dumps(raw, indent=1) + "\n")
-    print(render({"tool": TOOL, "modules": mods}), end="")
+    print(mutation_table.render({"tool": TOOL, "modules": mods}, []), end="")  # this run's
     if args.work is None:
         shutil.rmtree(work, ignore_errors=True)
     # CI: every mutant tested (a tool crash fails too) and every survivor explained.
