@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from hvdscale.train.noise_scale import NoiseProbe, Point, b_simple, local_sums, point_from_sums
+from hvdscale.train.noise_scale import (
+    HOW,
+    NoiseProbe,
+    Point,
+    b_simple,
+    local_sums,
+    point_from_sums,
+)
 from tests.unit.test_noise_scale import TRUE_B, _points
 
 
@@ -46,7 +53,8 @@ def test_a_null_estimate_says_why() -> None:
     assert probe.summary()["why"] == "no evaluation point had two contributing ranks"
     probe.points = [Point(g2=-1.0, s=2.0), Point(g2=0.5, s=1.0)]
     got = probe.summary()
-    assert got["b_simple_tokens"] is None and "not positive" in got["why"]
+    assert got["b_simple_tokens"] is None
+    assert got["why"] == "mean |G|^2 estimate not positive (too few or too noisy points)"
     off = NoiseProbe(world=None, adapter=_Sized(), computes=True, why_not="probe off")
     assert off.summary()["why"] == "probe off" and off.size == 0
 
@@ -94,3 +102,21 @@ def test_resamples_whose_mean_g2_is_not_positive_are_left_out() -> None:
     those give no ratio (their S and their |G|^2 are both left out), the others 0.5 or 1."""
     got = b_simple([Point(g2=0.0, s=1.0), Point(g2=2.0, s=1.0)])
     assert got is not None and 0.5 <= got["p10"] <= got["p90"] <= 1.0, got
+
+
+def test_the_record_carries_every_field_and_the_mean_batch_of_contributing_points() -> None:
+    """The global batch is the mean token count of the points two or more ranks gave (a point
+    of one rank gives no estimate, so its batch is no part of it); the rest as the probe has
+    it."""
+    probe = NoiseProbe(world=None, adapter=_Sized(), computes=True, why_not=None)
+    probe.points = _points([8, 64, 64], n=3, seed=3)
+    probe.per_point = [{"tokens": 100.0, "ranks": 2.0}, {"tokens": 300.0, "ranks": 3.0},
+                       {"tokens": 7.0, "ranks": 1.0}]
+    probe.seconds = 1.5
+    got = probe.summary()
+    assert got["global_batch_tokens"] == 200.0
+    assert (got["per_point"], got["probe_s"], got["how"]) == (probe.per_point, 1.5, HOW)
+    assert set(got) == {"b_simple_tokens", "p10", "p90", "points", "global_batch_tokens",
+                        "per_point", "probe_s", "why", "how"}
+    probe.per_point = [{"tokens": 7.0, "ranks": 1.0}]
+    assert probe.summary()["global_batch_tokens"] is None
