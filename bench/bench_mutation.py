@@ -57,6 +57,7 @@ class Target:
     full: bool = False  # the goal is every non-equivalent mutant killed
     ci: bool = False  # in the CI slice (tests/run.sh phase "mutation-slice")
     ci_tests: tuple[str, ...] = ()  # the slice's tests where fewer suffice (CI's time); (): tests
+    others_read: bool = False  # its tests run the copy's code as a second local user
 
 
 _U, _M = "tests/unit/", "tests/mpi"
@@ -84,7 +85,8 @@ TARGETS = (
     Target("peers_addr", "hvdscale/core/peers_addr.py",
            (_U + "test_peers.py", _U + "test_peers_hostile.py"),
            functions=("valid_ipv4", "bind_address")),
-    Target("results_store", "hvdscale/records/store.py", (_U + "test_shared_results.py",)),
+    Target("results_store", "hvdscale/records/store.py", (_U + "test_shared_results.py",),
+           others_read=True),
     Target("batching_split", "hvdscale/core/batching/split.py",
            (_U + "test_global_bucketing.py",)),
     Target("lr_warmup", "hvdscale/core/lr_warmup.py", (_U + "test_lr_warmup.py",)),
@@ -335,10 +337,15 @@ def main(argv: list[str] | None = None) -> int:
               if (t.name in names if names else not args.ci or t.ci)]
     work = scratch_dir(args.work, "hvdscale-bench-mutation-")
     mods = []
-    for t in chosen:
-        print(f"mutating {t.path} ({', '.join(t.functions) or 'whole module'})",
-              file=sys.stderr, flush=True)
-        mods.append(run_target(t, work))
+    try:
+        for t in chosen:
+            print(f"mutating {t.path} ({', '.join(t.functions) or 'whole module'})",
+                  file=sys.stderr, flush=True)
+            # 0711: the second user reaches the copy by its name; no one else lists or writes
+            work.chmod(0o711 if t.others_read else 0o700)
+            mods.append(run_target(t, work))
+    finally:
+        work.chmod(0o700)
     raw = _merge(Path(args.json), mods) if args.json else {"tool": TOOL, "modules": mods}
     if args.json:
         Path(args.json).write_text(json.dumps(raw, indent=1) + "\n")
