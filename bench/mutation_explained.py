@@ -15,6 +15,9 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
         "equivalent: the request's name is a label, the same on every rank either way",
     ("noise_scale", "if count < 2 or tokens <= 0:", "if count < 2 or tokens <= 1:"):
         "equivalent: two contributing ranks carry at least one token each, so tokens >= 2",
+    ("batching_split", "return [order[:0] for _ in range(parts)]",
+     "return [order[:1] for _ in range(parts)]"):
+        "equivalent: on this branch order is empty (n == 0), so both slices are empty",
 }
 """(module, line before, line after) of a mutant no test can tell apart: why, in one line."""
 
