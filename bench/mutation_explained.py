@@ -15,6 +15,11 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
         "equivalent: the request's name is a label, the same on every rank either way",
     ("noise_scale", "if count < 2 or tokens <= 0:", "if count < 2 or tokens <= 1:"):
         "equivalent: two contributing ranks carry at least one token each, so tokens >= 2",
+    ("horovod_tf_tokens", 'name="hvdscale.tokens")', 'name="XXhvdscale.tokensXX")'):
+        "equivalent: the request's name is a label, the same on every rank either way",
+    ("lr_warmup", "if warmup_steps <= 0 or t >= warmup_steps or base == peak:",
+     "if warmup_steps < 0 or t >= warmup_steps or base == peak:"):
+        "equivalent: t is an update count (>= 0), so t >= warmup_steps holds when it is 0",
     ("batching_split", "return [order[:0] for _ in range(parts)]",
      "return [order[:1] for _ in range(parts)]"):
         "equivalent: on this branch order is empty (n == 0), so both slices are empty",
