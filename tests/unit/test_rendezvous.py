@@ -190,5 +190,7 @@ def test_job_addresses_per_rank_from_rank_0s_host_on() -> None:
     assert rv.job_addresses([("a", a, ()), ("a", a, ())]) is None  # one host
     routed = host("10.0.2.7")
     assert rv.job_addresses([("a", a, ()), ("c", routed, ())]) is None  # no shared subnet
+    # Rank 0's own naming decides (as in agree()), not another rank's.
+    assert rv.job_addresses([("a", a, ("eth0",)), ("c", routed, ())]) == ["10.0.1.5", "10.0.2.7"]
     lone = [("eth9", "10.0.1.9", "255.255.255.255")]  # no subnet of its own holds rank 0's
     assert rv.job_addresses([("a", a, ()), ("d", lone, ())]) is None
