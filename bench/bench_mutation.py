@@ -347,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         work.chmod(0o700)
     raw = _merge(Path(args.json), mods) if args.json else {"tool": TOOL, "modules": mods}
+    raw["ci"] = args.ci  # the CI slice's file: no "not run yet" for the targets it leaves out
     if args.json:
         Path(args.json).write_text(json.dumps(raw, indent=1) + "\n")
     print(mutation_table.render({"tool": TOOL, "modules": mods}, []), end="")  # this run's
