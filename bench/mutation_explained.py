@@ -2,6 +2,8 @@
 killed by a test written after the run that recorded it (bench/bench_mutation.py reads both)."""
 
 _TIMING = "timing only: a time the timeline records, never read by the gradient or the update"
+_PROBE = ("equivalent in effect: a larger probe fails only where under 20 KiB is free, and the "
+          "free-space check right after refuses that disk anyway (a record needs 1 MiB)")
 EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("horovod_torch_tokens", "t_start = time.time()", "t_start = None"): _TIMING,
     ("horovod_torch_tokens", "t_bwd = [0.0]", "t_bwd = [1.0]"): _TIMING,
@@ -24,6 +26,16 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
      "if min(betas) < 1e-6:  # (1e-6: 1 - 10 x 0.1 is 2e-16 in floating point, not 0)"):
         "equivalent in practice: only a beta of exactly 1e-6 tells them apart, and "
         "1 - k(1 - b) gave none within 50 ulps of the floor for k = 2, 3, 4, 5, 8, 10",
+    ("results_store", "return os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)",
+     "return os.open(lock, os.O_RDONLY & os.O_NOFOLLOW)"):
+        "equivalent without a race: the read-only open follows a read-write one that failed "
+        "with EACCES on a regular file (a symlink fails first, ELOOP); only a lock swapped "
+        "for a symlink between the two opens tells them apart",
+    ("results_store", 'f.write(b"x" * 4096)', 'f.write(b"x" * 4097)'): _PROBE,
+    ("results_store", 'f.write(b"x" * 4096)', 'f.write(b"XXxXX" * 4096)'): _PROBE,
+    ("results_store", 'with tempfile.NamedTemporaryFile(dir=d, prefix=".probe-", delete=True) as f:',
+     'with tempfile.NamedTemporaryFile(dir=d, prefix="XX.probe-XX", delete=True) as f:'):
+        "equivalent: the probe's name; it is deleted on close either way",
     ("batching_split", "return [order[:0] for _ in range(parts)]",
      "return [order[:1] for _ in range(parts)]"):
         "equivalent: on this branch order is empty (n == 0), so both slices are empty",
