@@ -33,7 +33,8 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
         "for a symlink between the two opens tells them apart",
     ("results_store", 'f.write(b"x" * 4096)', 'f.write(b"x" * 4097)'): _PROBE,
     ("results_store", 'f.write(b"x" * 4096)', 'f.write(b"XXxXX" * 4096)'): _PROBE,
-    ("results_store", 'with tempfile.NamedTemporaryFile(dir=d, prefix=".probe-", delete=True) as f:',
+    ("results_store",
+     'with tempfile.NamedTemporaryFile(dir=d, prefix=".probe-", delete=True) as f:',
      'with tempfile.NamedTemporaryFile(dir=d, prefix="XX.probe-XX", delete=True) as f:'):
         "equivalent: the probe's name; it is deleted on close either way",
     ("batching_split", "return [order[:0] for _ in range(parts)]",
