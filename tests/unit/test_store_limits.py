@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from hvdscale.errors import HvdscaleError
-from hvdscale.records.store import check_writable
+from hvdscale.records import store
+from hvdscale.records.store import append_record, check_writable
 
 
 @pytest.fixture
@@ -76,3 +77,31 @@ def test_each_refusal_reads_in_full(tmp_path: Path) -> None:
         f"{tmp_path / 'd' / 'results.jsonl'} cannot be opened: Is a directory; a record could not "
         "be written there (in a shared results directory, ask its owner to make it readable and "
         "writable by the group)")
+
+
+def test_an_append_writes_one_sorted_line_and_never_glues_two(tmp_path: Path) -> None:
+    d = tmp_path / "a" / "b"  # made as needed
+    append_record(d, {"b": 1, "a": float("nan")})  # NaN is a value a run can record
+    f = d / "results.jsonl"
+    assert f.read_text() == '{"a": NaN, "b": 1}\n'
+    f.write_text('{"a": 1}')  # edited by hand, no newline at its end
+    append_record(d, {"c": 2})
+    assert f.read_text() == '{"a": 1}\n{"c": 2}\n'
+
+
+def test_a_taken_temporary_name_is_skipped_and_no_free_one_is_one_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The names are random; a collision is forced by fixing what the random source returns.
+    target = tmp_path / "results.jsonl"
+    taken = tmp_path / f".results.jsonl.{os.getpid()}.aaaa.tmp"
+    taken.write_text("")
+    draws = iter(["aaaa", "bbbb"])
+    monkeypatch.setattr(store.secrets, "token_hex", lambda n: next(draws))
+    fd, name = store.temp_beside(target)
+    os.close(fd)
+    assert name == str(tmp_path / f".results.jsonl.{os.getpid()}.bbbb.tmp")
+    calls: list[int] = []
+    monkeypatch.setattr(store.secrets, "token_hex", lambda n: calls.append(n) or "aaaa")
+    with pytest.raises(FileExistsError) as e:
+        store.temp_beside(target)
+    assert str(e.value) == f"no free temporary name beside {target}" and calls == [4] * 100
