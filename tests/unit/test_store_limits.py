@@ -105,3 +105,25 @@ def test_a_taken_temporary_name_is_skipped_and_no_free_one_is_one_error(
     with pytest.raises(FileExistsError) as e:
         store.temp_beside(target)
     assert str(e.value) == f"no free temporary name beside {target}" and calls == [4] * 100
+
+
+def test_every_bad_results_file_is_named_with_its_line(tmp_path: Path) -> None:
+    def refused(p: Path | str) -> str:
+        with pytest.raises(HvdscaleError) as e:
+            store.load_records(p)
+        return str(e.value)
+
+    assert refused(tmp_path / "none") == f"no results at {tmp_path / 'none'}"
+    f = tmp_path / "results.jsonl"
+    f.write_text('{"a": 1}\n\n{"b": 2}\n')  # a blank line is skipped, not the end
+    assert store.load_records(tmp_path) == [(f"{f}:1", {"a": 1}), (f"{f}:3", {"b": 2})]
+    f.write_bytes(b'{"a": 1}\n\xff\n')
+    assert refused(f) == f"{f}:2 is not UTF-8 text; is it a results.jsonl file?"
+    f.write_text('{"a": 1}\nnot json\n')
+    assert refused(f) == f"{f}:2 is not a JSON record"
+    f.write_text("[" + ", ".join(["1"] * 30) + "]\n")
+    assert refused(f) == (f"{f}:1 is not a JSON record (an object {{...}}), but list "
+                          "[1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, ")
+    # A real read error: the kernel refuses to read this process's memory file like this.
+    assert refused("/proc/self/mem") == ("results file /proc/self/mem cannot be read: "
+                                         "Input/output error")
