@@ -4,6 +4,7 @@ killed by a test written after the run that recorded it (bench/bench_mutation.py
 _TIMING = "timing only: a time the timeline records, never read by the gradient or the update"
 _PROBE = ("equivalent in effect: a larger probe fails only where under 20 KiB is free, and the "
           "free-space check right after refuses that disk anyway (a record needs 1 MiB)")
+_DEAD = "equivalent: SPARSE_MODES is read nowhere in the project (a dead constant)"
 EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("horovod_torch_tokens", "t_start = time.time()", "t_start = None"): _TIMING,
     ("horovod_torch_tokens", "t_bwd = [0.0]", "t_bwd = [1.0]"): _TIMING,
@@ -37,6 +38,13 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
      'with tempfile.NamedTemporaryFile(dir=d, prefix=".probe-", delete=True) as f:',
      'with tempfile.NamedTemporaryFile(dir=d, prefix="XX.probe-XX", delete=True) as f:'):
         "equivalent: the probe's name; it is deleted on close either way",
+    ("sparse_rows", 'SPARSE_MODES = ("auto", "on", "off")',
+     'SPARSE_MODES = ("XXautoXX", "on", "off")'): _DEAD,
+    ("sparse_rows", 'SPARSE_MODES = ("auto", "on", "off")',
+     'SPARSE_MODES = ("auto", "XXonXX", "off")'): _DEAD,
+    ("sparse_rows", 'SPARSE_MODES = ("auto", "on", "off")',
+     'SPARSE_MODES = ("auto", "on", "XXoffXX")'): _DEAD,
+    ("sparse_rows", 'SPARSE_MODES = ("auto", "on", "off")', 'SPARSE_MODES = None'): _DEAD,
     ("batching_split", "return [order[:0] for _ in range(parts)]",
      "return [order[:1] for _ in range(parts)]"):
         "equivalent: on this branch order is empty (n == 0), so both slices are empty",

@@ -62,3 +62,18 @@ def test_sparse_embeddings_setting_reads_yaml_on_off(tmp_path) -> None:
     for text, want in (("on", "on"), ("off", "off"), ("auto", "auto")):
         f.write_text(f"strategy:\n  name: ps\n  ps:\n    sparse_embeddings: {text}\n")
         assert load_config(str(f), []).strategy.ps.sparse_embeddings == want
+
+
+def test_a_segment_is_dense_unless_given_a_table_and_layouts_are_immutable() -> None:
+    """Issue 39 (mutation survivors): a segment made without a table is dense (table -1, never
+    sparse-capable), and a table or segment, shared by every server's plan, cannot change."""
+    import dataclasses
+
+    dense = Segment(0, 4)
+    assert dense.table == -1 and not dense.sparse_capable and Segment(0, 8, 0).sparse_capable
+    for thing, field in ((dense, "lo"), (TABLES[0], "rows")):
+        try:
+            setattr(thing, field, 3)
+        except dataclasses.FrozenInstanceError:
+            continue
+        raise AssertionError(f"{type(thing).__name__}.{field} could be changed")
