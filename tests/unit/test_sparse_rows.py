@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 
 from hvdscale.config import load_config
 from hvdscale.frameworks.embeddings import EmbeddingRows
@@ -77,3 +78,27 @@ def test_a_segment_is_dense_unless_given_a_table_and_layouts_are_immutable() -> 
         except dataclasses.FrozenInstanceError:
             continue
         raise AssertionError(f"{type(thing).__name__}.{field} could be changed")
+
+
+def test_a_segments_defaults_and_rows() -> None:
+    seg = Segment(8, 32)  # dense: its rows are its elements
+    assert (seg.row0, seg.dim, seg.rows) == (0, 1, 24)
+    rows = Segment(16, 40, 0, 2, 8)
+    assert rows.rows == 3 and isinstance(rows.rows, int)
+    assert Segment(0, 4).sparse_capable is False  # a property, read without a call
+
+
+def test_tables_must_fit_the_buffer_in_order_to_the_element() -> None:
+    from hvdscale.strategies.sparse_rows import check_tables
+
+    check_tables([EmbeddingTable("a", 0, 10, 4), EmbeddingTable("b", 40, 5, 2)], 50)  # flush
+    check_tables([EmbeddingTable("a", 0, 1, 1)], 1)
+    for tables, n in (([EmbeddingTable("a", 0, 10, 4), EmbeddingTable("b", 39, 5, 2)], 60),
+                      ([EmbeddingTable("a", 0, 10, 4)], 39),
+                      ([EmbeddingTable("a", 0, 0, 4)], 40),
+                      ([EmbeddingTable("a", 0, 10, 0)], 40)):
+        with pytest.raises(ValueError) as e:
+            check_tables(tables, n)
+        t = tables[-1]
+        assert str(e.value) == (f"embedding table {t.name} [{t.offset}, {t.end}) does not fit the "
+                                f"flat buffer of {n} elements in order")
