@@ -45,6 +45,8 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("sparse_rows", 'SPARSE_MODES = ("auto", "on", "off")',
      'SPARSE_MODES = ("auto", "on", "XXoffXX")'): _DEAD,
     ("sparse_rows", 'SPARSE_MODES = ("auto", "on", "off")', 'SPARSE_MODES = None'): _DEAD,
+    ("sparse_rows", "if t.offset < c < t.end:", "if t.offset <= c < t.end:"):
+        "equivalent: a cut at a table's offset rounds to that offset (0 rows in)",
     ("batching_split", "return [order[:0] for _ in range(parts)]",
      "return [order[:1] for _ in range(parts)]"):
         "equivalent: on this branch order is empty (n == 0), so both slices are empty",

@@ -102,3 +102,9 @@ def test_tables_must_fit_the_buffer_in_order_to_the_element() -> None:
         t = tables[-1]
         assert str(e.value) == (f"embedding table {t.name} [{t.offset}, {t.end}) does not fit the "
                                 f"flat buffer of {n} elements in order")
+
+
+def test_every_inner_boundary_moves_to_the_nearest_row() -> None:
+    table = [EmbeddingTable("t", 0, 10, 4)]  # 40 elements, rows of 4
+    bounds = [(0, 11), (11, 22), (22, 33), (33, 40)]
+    assert align_bounds(bounds, table) == [(0, 12), (12, 24), (24, 32), (32, 40)]
