@@ -108,3 +108,14 @@ def test_every_inner_boundary_moves_to_the_nearest_row() -> None:
     table = [EmbeddingTable("t", 0, 10, 4)]  # 40 elements, rows of 4
     bounds = [(0, 11), (11, 22), (22, 33), (33, 40)]
     assert align_bounds(bounds, table) == [(0, 12), (12, 24), (24, 32), (32, 40)]
+
+
+def test_a_shard_is_cut_into_dense_and_row_pieces_exactly() -> None:
+    tables = [EmbeddingTable("z", 0, 2, 2), EmbeddingTable("a", 4, 5, 2),
+              EmbeddingTable("b", 14, 3, 2), EmbeddingTable("c", 30, 2, 5),
+              EmbeddingTable("d", 32, 2, 2)]  # z before the shard, d just after it
+    assert segments(6, 32, tables) == [Segment(6, 14, 1, 1, 2), Segment(14, 20, 2, 0, 2),
+                                       Segment(20, 30), Segment(30, 32, 3, 0, 5)]
+    # A table that does not start at 0: the cut moves to its nearest row from its offset.
+    assert align_bounds([(0, 19), (19, 48)], [EmbeddingTable("t", 8, 10, 4)]) == [
+        (0, 20), (20, 48)]
