@@ -47,6 +47,9 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("sparse_rows", 'SPARSE_MODES = ("auto", "on", "off")', 'SPARSE_MODES = None'): _DEAD,
     ("sparse_rows", "if t.offset < c < t.end:", "if t.offset <= c < t.end:"):
         "equivalent: a cut at a table's offset rounds to that offset (0 rows in)",
+    ("sparse_rows", "return np.ascontiguousarray(block.reshape(-1, dim)[ids])",
+     "return np.ascontiguousarray(block.reshape(-2, dim)[ids])"):
+        "equivalent: numpy reads any negative size as the one it infers, as -1",
     ("batching_split", "return [order[:0] for _ in range(parts)]",
      "return [order[:1] for _ in range(parts)]"):
         "equivalent: on this branch order is empty (n == 0), so both slices are empty",

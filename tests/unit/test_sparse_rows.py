@@ -119,3 +119,13 @@ def test_a_shard_is_cut_into_dense_and_row_pieces_exactly() -> None:
     # A table that does not start at 0: the cut moves to its nearest row from its offset.
     assert align_bounds([(0, 19), (19, 48)], [EmbeddingTable("t", 8, 10, 4)]) == [
         (0, 20), (20, 48)]
+
+
+def test_row_ranges_and_gathered_rows() -> None:
+    from hvdscale.strategies.sparse_rows import gather_rows
+
+    tables = [EmbeddingTable("a", 4, 5, 2)]  # rows 0..5 at elements 4..14
+    assert row_ranges([(0, 8), (8, 20)], tables) == [
+        {"server": 0, "table": "a", "rows": [0, 2]}, {"server": 1, "table": "a", "rows": [2, 5]}]
+    got = gather_rows(np.arange(12.0), np.array([2, 0]), 3)
+    assert got.tolist() == [[6.0, 7.0, 8.0], [0.0, 1.0, 2.0]] and got.flags.c_contiguous
