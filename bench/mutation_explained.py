@@ -50,6 +50,8 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("sparse_rows", "return np.ascontiguousarray(block.reshape(-1, dim)[ids])",
      "return np.ascontiguousarray(block.reshape(-2, dim)[ids])"):
         "equivalent: numpy reads any negative size as the one it infers, as -1",
+    ("sparse_rows", "if t.offset < c < t.end:", "if t.offset < c <= t.end:"):
+        "equivalent: a cut at a table's end rounds to that end (all its rows in)",
     ("batching_split", "return [order[:0] for _ in range(parts)]",
      "return [order[:1] for _ in range(parts)]"):
         "equivalent: on this branch order is empty (n == 0), so both slices are empty",

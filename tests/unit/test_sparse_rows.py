@@ -116,6 +116,7 @@ def test_a_shard_is_cut_into_dense_and_row_pieces_exactly() -> None:
               EmbeddingTable("d", 32, 2, 2)]  # z before the shard, d just after it
     assert segments(6, 32, tables) == [Segment(6, 14, 1, 1, 2), Segment(14, 20, 2, 0, 2),
                                        Segment(20, 30), Segment(30, 32, 3, 0, 5)]
+    assert all(type(s.row0) is int for s in segments(6, 32, tables))  # a row, never 1.0
     # A table that does not start at 0: the cut moves to its nearest row from its offset.
     assert align_bounds([(0, 19), (19, 48)], [EmbeddingTable("t", 8, 10, 4)]) == [
         (0, 20), (20, 48)]
