@@ -58,12 +58,7 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
 }
 """(module, line before, line after) of a mutant no test can tell apart: why, in one line."""
 
-_SPARSE = ("test_sparse_rows.py::"
-           "test_a_segment_is_dense_unless_given_a_table_and_layouts_are_immutable")
 KILLED_AFTER: dict[tuple[str, str, str], str] = {
-    ("sparse_rows", "@dataclass(frozen=True)", "@dataclass(frozen=False)"): _SPARSE,
-    ("sparse_rows", "table: int = -1", "table: int = +1"): _SPARSE,
-    ("sparse_rows", "table: int = -1", "table: int = -2"): _SPARSE,
     ("rendezvous_choice", "h0, own0, named = ranks[0]", "h0, own0, named = ranks[1]"):
         "test_rendezvous.py::test_job_addresses_per_rank_from_rank_0s_host_on",
     ("noise_scale", "if g2.mean() <= 0:", "if g2.mean() < 0:"):
