@@ -8,6 +8,7 @@ _DEAD = "equivalent: SPARSE_MODES is read nowhere in the project (a dead constan
 EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("horovod_torch_tokens", "t_start = time.time()", "t_start = None"): _TIMING,
     ("horovod_torch_tokens", "t_bwd = [0.0]", "t_bwd = [1.0]"): _TIMING,
+    ("horovod_torch_tokens", "t_bwd_end = time.time()", "t_bwd_end = None"): _TIMING,
     ("horovod_torch_tokens", "t_bwd[0] = time.time()  # backward starts as soon as this returns",
      "t_bwd[0] = None  # backward starts as soon as this returns"): _TIMING,
     ("horovod_torch_scale", "t_bwd[0] = time.time()  # backward starts as soon as this returns",
