@@ -33,10 +33,16 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
+import mutation_table  # noqa: E402
+from mutation_explained import EQUIVALENT  # noqa: E402
+from mutation_runner import kill_session  # noqa: E402
+from mutation_table import meets_goal, restamp, score  # noqa: E402, F401  (score: the tests')
 from scratch import scratch_dir  # noqa: E402
 
 TOOL = "mutmut==2.5.1"
 RAW = ROOT / "bench" / "results" / "mutation.json"
+TRIES = 3  # mutmut runs a target at most this often when it stops on an error of its own
+STALL_S = 900  # no mutant done for this long: mutmut is stuck (a test's own limit is 600 s)
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,7 @@ class Target:
     full: bool = False  # the goal is every non-equivalent mutant killed
     ci: bool = False  # in the CI slice (tests/run.sh phase "mutation-slice")
     ci_tests: tuple[str, ...] = ()  # the slice's tests where fewer suffice (CI's time); (): tests
+    others_read: bool = False  # its tests run the copy's code as a second local user
 
 
 _U, _M = "tests/unit/", "tests/mpi"
@@ -78,7 +85,9 @@ TARGETS = (
     Target("peers_addr", "hvdscale/core/peers_addr.py",
            (_U + "test_peers.py", _U + "test_peers_hostile.py"),
            functions=("valid_ipv4", "bind_address")),
-    Target("results_store", "hvdscale/records/store.py", (_U + "test_shared_results.py",)),
+    Target("results_store", "hvdscale/records/store.py",
+           (_U + "test_shared_results.py", _U + "test_meter_results.py",
+            _U + "test_store_limits.py"), others_read=True),
     Target("batching_split", "hvdscale/core/batching/split.py",
            (_U + "test_global_bucketing.py",)),
     Target("lr_warmup", "hvdscale/core/lr_warmup.py", (_U + "test_lr_warmup.py",)),
@@ -109,38 +118,6 @@ TARGETS = (
            np=2, full=True),
 )
 
-_TIMING = "timing only: a time the timeline records, never read by the gradient or the update"
-EQUIVALENT: dict[tuple[str, str, str], str] = {
-    ("horovod_torch_tokens", "t_start = time.time()", "t_start = None"): _TIMING,
-    ("horovod_torch_tokens", "t_bwd = [0.0]", "t_bwd = [1.0]"): _TIMING,
-    ("horovod_torch_tokens", "t_bwd[0] = time.time()  # backward starts as soon as this returns",
-     "t_bwd[0] = None  # backward starts as soon as this returns"): _TIMING,
-    ("horovod_torch_scale", "t_bwd[0] = time.time()  # backward starts as soon as this returns",
-     "t_bwd[0] = None  # backward starts as soon as this returns"): _TIMING,
-    ("horovod_torch_tokens",
-     'handle = hvd.allreduce_async(tokens, op=hvd.Sum, name="hvdscale.tokens")  # hvd:',
-     'handle = hvd.allreduce_async(tokens, op=hvd.Sum, name="XXhvdscale.tokensXX")  # hvd:'):
-        "equivalent: the request's name is a label, the same on every rank either way",
-    ("noise_scale", "if count < 2 or tokens <= 0:", "if count < 2 or tokens <= 1:"):
-        "equivalent: two contributing ranks carry at least one token each, so tokens >= 2",
-}
-"""(module, line before, line after) of a mutant no test can tell apart: why, in one line."""
-
-KILLED_AFTER: dict[tuple[str, str, str], str] = {
-    ("noise_scale", "if g2.mean() <= 0:", "if g2.mean() < 0:"):
-        "test_noise_scale_summary.py::test_no_estimate_when_mean_g2_is_zero",
-    ("doctor_network", 'first = [a[0] for a in hosts[0]["addresses"]]',
-     'first = [a[0] for a in hosts[1]["addresses"]]'):
-        "test_doctor_named_interface.py::test_common_names_keep_the_first_hosts_order",
-    ("doctor_network", 'if len(hosts) <= 1 and planned_hosts <= 1:',
-     'if len(hosts) <= 2 and planned_hosts <= 1:'):
-        "test_doctor_named_interface.py::test_one_host_and_its_boundaries",
-    ("doctor_network", 'if len(hosts) <= 1 and planned_hosts <= 1:',
-     'if len(hosts) <= 1 and planned_hosts <= 2:'):
-        "test_doctor_named_interface.py::test_one_host_and_its_boundaries",
-}
-"""Survivors of the recorded run killed by a test written after it (seen failing with the mutant
-applied by hand): still counted as survivors until the module is run again."""
 
 
 def _function_lines(path: Path, names: tuple[str, ...]) -> set[int]:
@@ -196,29 +173,65 @@ def _copy_checkout(dest: Path) -> None:
 
 
 def _runner(target: Target) -> str:
+    # Through bench/mutation_runner.py: any failing exit reaches mutmut as 1, and mutmut's
+    # time limit kills the tests' every process (mutmut 2.5.1 alone does neither).
     pytest = f"{sys.executable} -m pytest -x -q -p no:cacheprovider --color=no"
     tests = " ".join(f"'{t}'" if " " in t else t for t in target.tests)
+    wrap = f"{sys.executable} bench/mutation_runner.py 600"
     if target.np:
-        return f"timeout 600 mpirun -np {target.np} {pytest} {tests}"
-    return f"timeout 600 {pytest} {tests}"
+        return f"{wrap} mpirun -np {target.np} {pytest} {tests}"
+    return f"{wrap} {pytest} {tests}"
 
 
 def _statuses(copy: Path) -> list[dict[str, Any]]:
     """Every mutant mutmut made: id, status, line number and line."""
     db = sqlite3.connect(copy / ".mutmut-cache")
-    rows = db.execute("SELECT m.id, m.status, l.line_number, l.line FROM Mutant m "
+    rows = db.execute("SELECT m.id, m.status, l.line_number, l.line, m.\"index\" FROM Mutant m "
                       "JOIN Line l ON m.line = l.id ORDER BY m.id").fetchall()
     db.close()
-    return [{"id": i, "status": s, "line": n + 1, "text": t} for i, s, n, t in rows]
+    return [{"id": i, "status": s, "line": n + 1, "text": t, "index": k}
+            for i, s, n, t, k in rows]
 
 
-def _diff(copy: Path, mutant: int, env: dict[str, str]) -> tuple[str, str]:
-    """(line before, line after) of one mutant, as ``mutmut show`` gives them."""
-    out = subprocess.run(["mutmut", "show", str(mutant)], cwd=copy, env=env,
-                         capture_output=True, text=True, timeout=120).stdout.splitlines()
-    old = [x[1:].strip() for x in out if x.startswith("-") and not x.startswith("---")]
-    new = [x[1:].strip() for x in out if x.startswith("+") and not x.startswith("+++")]
+def _diff(source: str, mutant: dict[str, Any]) -> tuple[str, str]:
+    """(line before, line after) of one mutant, made again from the source in this process.
+
+    Not ``mutmut show``: it re-reads the file into mutmut's cache, and while a run has a mutant
+    on disk that rewrites the cache's lines, so the run stops with "Attribute Mutant.line is
+    required" (mutmut 2.5.1; seen so, and reproduced by a ``mutmut show`` during a run)."""
+    from mutmut import Context, RelativeMutationID, mutate
+
+    mid = RelativeMutationID(line=mutant["text"], index=mutant["index"],
+                             line_number=mutant["line"] - 1)
+    after, _ = mutate(Context(source=source, mutation_id=mid))
+    diff = list(difflib.unified_diff(source.split("\n"), after.split("\n"), lineterm="", n=0))
+    old = [x[1:].strip() for x in diff if x.startswith("-") and not x.startswith("---")]
+    new = [x[1:].strip() for x in diff if x.startswith("+") and not x.startswith("+++")]
     return " / ".join(old), " / ".join(new)
+
+
+def _mutmut(cmd: list[str], copy: Path, env: dict[str, str]) -> tuple[int | None, str]:
+    """(exit status, output) of one ``mutmut run``; (None, why) when no mutant got a status
+    for ``STALL_S`` (mutmut 2.5.1 waits forever for a worker process that died)."""
+    log = copy / ".mutmut-run.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=copy, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        done, since = -1, time.monotonic()
+        while True:
+            try:
+                proc.wait(timeout=10)
+                return proc.returncode, log.read_text().strip()
+            except subprocess.TimeoutExpired:
+                pass
+            now = sum(m["status"] != "untested" for m in _statuses(copy)) \
+                if (copy / ".mutmut-cache").exists() else 0
+            if now != done:
+                done, since = now, time.monotonic()
+            elif time.monotonic() - since > STALL_S:
+                kill_session(proc.pid)
+                proc.wait()
+                return None, f"stalled: no mutant got a status in {STALL_S} s"
 
 
 def run_target(target: Target, work: Path) -> dict[str, Any]:
@@ -236,29 +249,37 @@ def run_target(target: Target, work: Path) -> dict[str, Any]:
     patch = _patch(copy, target)
     if patch is not None:
         cmd += ["--use-patch-file", str(patch)]
+    pristine = (copy / target.path).read_bytes()
     load_before, t0 = list(os.getloadavg()), time.monotonic()
-    r = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True)
-    seconds, load_after = time.monotonic() - t0, list(os.getloadavg())
-    crash = None
-    if r.returncode & 1:  # a fatal error: keep what it tested before, say so, never hide it
+    errors: list[str] = []
+    for _ in range(TRIES):
+        rc, out = _mutmut(cmd, copy, env)
+        if rc is not None and not rc & 1:
+            break
+        # A fatal error or a stall: keep what it tested, say so, never hide it, and test the
+        # rest in a new run over the same cache (mutmut skips the mutants it has a status for).
         if not (copy / ".mutmut-cache").exists() or not _statuses(copy):
-            raise SystemExit(f"bench_mutation: mutmut failed on {target.name} (exit "
-                             f"{r.returncode}): {(r.stdout + r.stderr).strip()[-600:]}")
-        crash = (r.stdout + r.stderr).strip().splitlines()[-1]
-    return collect(target, copy, env, {"seconds": seconds, "load_before": load_before,
-                                       "load_after": load_after, "tool_error": crash})
+            raise SystemExit(f"bench_mutation: mutmut failed on {target.name} (exit {rc}): "
+                             f"{out[-600:]}")
+        errors.append(out.splitlines()[-1] if rc is not None else out)
+        (copy / target.path).write_bytes(pristine)  # a mutant may be left on disk
+        (copy / (target.path + ".bak")).unlink(missing_ok=True)
+    seconds, load_after = time.monotonic() - t0, list(os.getloadavg())
+    crash = errors[-1] if errors and (rc is None or rc & 1) else None
+    return collect(target, copy, {"seconds": seconds, "load_before": load_before,
+                                  "load_after": load_after, "tool_error": crash,
+                                  "tool_restarts": errors})
 
 
-def collect(target: Target, copy: Path, env: dict[str, str],
-            run: dict[str, Any]) -> dict[str, Any]:
+def collect(target: Target, copy: Path, run: dict[str, Any]) -> dict[str, Any]:
     """The raw entry of a target from mutmut's cache in ``copy`` and the run's own facts."""
     mutants = _statuses(copy)
     count = {s: sum(m["status"] == s for m in mutants) for s in
              ("ok_killed", "bad_survived", "bad_timeout", "ok_suspicious", "skipped", "untested")}
-    survivors = []
+    survivors, source = [], (copy / target.path).read_text()
     for m in mutants:
         if m["status"] in ("bad_survived", "bad_timeout", "ok_suspicious"):
-            old, new = _diff(copy, m["id"], env)
+            old, new = _diff(source, m)
             why = EQUIVALENT.get((target.name, old, new))
             survivors.append({"line": m["line"], "status": m["status"], "before": old,
                               "after": new, "equivalent": why})
@@ -270,73 +291,9 @@ def collect(target: Target, copy: Path, env: dict[str, str],
             "untested_lines": untested, "survivors": survivors}
 
 
-def restamp(raw: dict[str, Any]) -> dict[str, Any]:
-    """The raw result with each survivor's reason taken from ``EQUIVALENT`` as it is now (a
-    survivor explained after its run needs no rerun; one no longer listed is OPEN again)."""
-    for m in raw["modules"]:
-        for s in m["survivors"]:
-            s["equivalent"] = EQUIVALENT.get((m["name"], s["before"], s["after"]))
-    return raw
-
-
-def score(mod: dict[str, Any]) -> tuple[int, int, float]:
-    """(equivalent mutants, non-equivalent mutants, share of those killed) of one module."""
-    # A mutant whose tests ran past mutmut's limit did not pass them: detected, as mutation
-    # tools count it (a hang is a failure), and on a loaded machine a slow start is no survivor.
-    eq = sum(1 for s in mod["survivors"] if s["equivalent"] and s["status"] != "bad_timeout")
-    real = mod["mutants"] - eq - mod["untested"]
-    return eq, real, ((mod["killed"] + mod["timed_out"]) / real if real else 1.0)
-
-
-def meets_goal(mod: dict[str, Any]) -> bool:
-    return score(mod)[2] >= (1.0 if mod["full"] else 0.9)
-
-
 def render(raw: dict[str, Any]) -> str:
     """The per-module table and the survivors, from the raw result alone."""
-    out = [f"{raw['tool']}; each module against the tests named in bench/bench_mutation.py; "
-           "score = (killed + timed out) / (mutants - explained); "
-           "goal 90%, 100% where marked *.", "",
-           "| module | mutants | killed | survived | timed out | explained | score | goal met |"
-           " seconds | load 1-min before/after |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
-    for m in raw["modules"]:
-        eq, _, sc = score(m)
-        out.append(f"| {m['name']}{' *' if m['full'] else ''} | {m['mutants']} | {m['killed']} "
-                   f"| {m['survived']} | {m['timed_out']} | {eq} | {100 * sc:.1f}% | "
-                   f"{_goal(m)} | {m['seconds']:.0f} | "
-                   f"{m['load_before'][0]:.1f}/{m['load_after'][0]:.1f} |")
-    for m in raw["modules"]:
-        if m.get("tool_error") or m["untested"]:
-            out += ["", f"{m['name']}: {m['untested']} mutants not tested (lines "
-                    f"{', '.join(map(str, m.get('untested_lines', [])))})"
-                    + (f"; mutmut stopped with: {m['tool_error']}" if m.get("tool_error") else "")]
-    ran = {m["name"] for m in raw["modules"]}
-    missing = [t.name for t in TARGETS if t.name not in ran]
-    if missing:
-        out += ["", f"Not run yet: {', '.join(missing)}."]
-    out += ["", "Survivors (line: before -> after: why explained, or OPEN):", ""]
-    for m in raw["modules"]:
-        for s in m["survivors"]:
-            out.append(f"- {m['name']}:{s['line']} `{s['before']}` -> `{s['after']}`"
-                       f"{' (' + s['status'] + ')' if s['status'] != 'bad_survived' else ''}: "
-                       f"{s['equivalent'] or _after(m['name'], s)}")
-    if not any(m["survivors"] for m in raw["modules"]):
-        out.append("- none")
-    return "\n".join(out) + "\n"
-
-
-def _goal(m: dict[str, Any]) -> str:
-    if not meets_goal(m):
-        return "NO"
-    return "yes, of those tested" if m["untested"] else "yes"
-
-
-def _after(name: str, s: dict[str, Any]) -> str:
-    if s["status"] == "bad_timeout":
-        return "detected (its tests did not pass in time)"
-    test = KILLED_AFTER.get((name, s["before"], s["after"]))
-    return f"OPEN in this run; killed since by {test}" if test else "OPEN"
+    return mutation_table.render(raw, [t.name for t in TARGETS])
 
 
 def _merge(path: Path, mods: list[dict[str, Any]]) -> dict[str, Any]:
@@ -381,14 +338,20 @@ def main(argv: list[str] | None = None) -> int:
               if (t.name in names if names else not args.ci or t.ci)]
     work = scratch_dir(args.work, "hvdscale-bench-mutation-")
     mods = []
-    for t in chosen:
-        print(f"mutating {t.path} ({', '.join(t.functions) or 'whole module'})",
-              file=sys.stderr, flush=True)
-        mods.append(run_target(t, work))
+    try:
+        for t in chosen:
+            print(f"mutating {t.path} ({', '.join(t.functions) or 'whole module'})",
+                  file=sys.stderr, flush=True)
+            # 0711: the second user reaches the copy by its name; no one else lists or writes
+            work.chmod(0o711 if t.others_read else 0o700)
+            mods.append(run_target(t, work))
+    finally:
+        work.chmod(0o700)
     raw = _merge(Path(args.json), mods) if args.json else {"tool": TOOL, "modules": mods}
+    raw["ci"] = args.ci  # the CI slice's file: no "not run yet" for the targets it leaves out
     if args.json:
         Path(args.json).write_text(json.dumps(raw, indent=1) + "\n")
-    print(render({"tool": TOOL, "modules": mods}), end="")
+    print(mutation_table.render({"tool": TOOL, "modules": mods}, []), end="")  # this run's
     if args.work is None:
         shutil.rmtree(work, ignore_errors=True)
     # CI: every mutant tested (a tool crash fails too) and every survivor explained.

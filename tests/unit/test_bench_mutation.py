@@ -48,3 +48,16 @@ def test_the_table_shows_each_survivor_and_its_reason() -> None:
     assert "| m | 20 | 17 | 3 | 0 | 1 | 89.5% | NO | 10 | 1.0/2.0 |" in text
     assert "- m:5 `a < b` -> `a <= b`: b is never equal to a" in text
     assert "- m:6 `x` -> `y`: OPEN" in text
+
+
+def test_a_mutants_lines_are_made_again_without_mutmuts_cache() -> None:
+    from mutmut import ALL, Context, mutate
+
+    source = "def f(a, b):\n    x = 1\n    return a < b\n"
+    ctx = Context(source=source, mutation_id=ALL)
+    mutate(ctx)
+    got = {bm._diff(source, {"text": m.line, "index": m.index, "line": m.line_number + 1})
+           for m in ctx.performed_mutation_ids}
+    assert ("return a < b", "return a <= b") in got
+    assert ("x = 1", "x = 2") in got
+    assert all(before in ("x = 1", "return a < b") for before, _ in got)

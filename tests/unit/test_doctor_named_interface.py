@@ -9,7 +9,7 @@ import pytest
 
 from hvdscale.core.rendezvous import NAMING_VARS
 from hvdscale.doctor import network
-from hvdscale.doctor.lines import FAIL, OK
+from hvdscale.doctor.lines import FAIL, OK, WARN, Line
 
 
 def _host(last: int) -> dict[str, Any]:
@@ -62,3 +62,24 @@ def test_one_host_and_its_boundaries(no_naming: pytest.MonkeyPatch) -> None:
     assert network.check_common(two, 1).value.startswith("eth0 (10.0.0.2) chosen")
     lone = [_host(2), {"addresses": [["ib0", "10.9.0.3", "255.255.255.0"]], "stats": {}}]
     assert network.check_common(lone, 2).status == FAIL
+
+
+def test_each_network_line_reads_in_full(no_naming: pytest.MonkeyPatch) -> None:
+    # The line is what the user acts on: its check name, what was found and the fix, whole.
+    one, two = [_host(2)], [_host(2), _host(3)]
+    assert network.check_common(one, 1) == Line(
+        "network", OK, "one host: loopback for gloo, shared memory for MPI")
+    assert network.check_common(one, 3) == Line(
+        "network", WARN, "3 hosts planned, only this one seen",
+        "run the doctor under the job's launcher to compare every host")
+    apart = [_host(2), {"addresses": [["ib0", "10.9.0.3", "255.255.255.0"]], "stats": {}}]
+    assert network.check_common(apart, 2) == Line(
+        "network", FAIL, "no subnet joins the first host to every other host",
+        "set MASTER_ADDR and GLOO_SOCKET_IFNAME, or join the hosts' networks")
+    assert network.check_common(two, 2) == Line(
+        "network", OK, "eth0 (10.0.0.2) chosen; names on every host: eth0, ens6")
+    renamed = [_host(2), {"addresses": [["enp1", "10.0.0.3", "255.255.255.0"]], "stats": {}}]
+    assert network.check_common(renamed, 2) == Line(
+        "network", WARN, "eth0 (10.0.0.2) chosen; names on every host: none",
+        "horovodrun needs one interface name on every host: "
+        "--network-interfaces NAME (rename the interfaces)")

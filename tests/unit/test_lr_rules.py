@@ -159,3 +159,24 @@ def test_report_section_pairs_rounds_either_side_of_the_noise() -> None:
     md = rules_section(recs)
     assert "within the noise" in md and "faster than" not in md
     assert rules_section(recs[:3]) == ""  # one rule: nothing to compare
+
+
+def test_sqrt_adam_at_two_workers_its_refusal_and_the_record_in_full() -> None:
+    """Issue 39 (mutation survivors): the rule moves the betas at any k > 1 (two workers, not
+    only four), a beta just above the refusal's floor (1.5e-6) is kept, the refusal reads in
+    full with betas to 6 places, and the record carries every field."""
+    cfg = OptimConfig(name="adam", lr=0.001, betas=(0.9, 0.999), scale_lr="sqrt_adam")
+    used, rec = scaled_optim(cfg, "weak", 2)
+    assert used.betas == (0.8, 0.998)
+    assert rec == {"scale_lr": "sqrt_adam", "lr": 0.001, "factor": math.sqrt(2),
+                   "lr_used": 0.001 * math.sqrt(2), "workers": 2, "warmup_steps": 0,
+                   "warmup_steps_configured": 0, "warmup_start_lr": 0.001,
+                   "betas_used": [0.8, 0.998], "eps_used": 1e-8 / math.sqrt(2)}
+    low = OptimConfig(name="adam", lr=0.001, betas=(0.50000075, 0.999), scale_lr="sqrt_adam")
+    assert 1e-6 < scaled_optim(low, "weak", 2)[0].betas[0] < 2e-6
+    near = OptimConfig(name="adam", lr=0.001, betas=(0.9, 0.99999995), scale_lr="sqrt_adam")
+    with pytest.raises(ConfigError) as e:
+        scaled_optim(near, "weak", 10)
+    assert str(e.value) == (
+        "optim.scale_lr=sqrt_adam with 10 workers sets Adam's betas to [0.0, 0.999999]: 1 - beta"
+        " x 10 reaches 0; raise optim.betas (1 - beta below 1/10) or use scale_lr=sqrt")

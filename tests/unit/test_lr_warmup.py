@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from hvdscale.config import OptimConfig, load_config, to_dict
-from hvdscale.core.lr_warmup import lr_at, rate_at, warmup_rates
+from hvdscale.core.lr_warmup import lr_at, rate_at, warmup_of, warmup_rates
 from hvdscale.errors import ConfigError
 from hvdscale.records.experiment import identity
 from hvdscale.train.lr import scaled_optim
@@ -173,3 +173,14 @@ def test_torch_plain_class_without_warmup() -> None:
     p = torch.nn.Parameter(torch.zeros(3))
     assert type(make_optimizer([p], OptimConfig(warmup_steps=4))) is torch.optim.SGD
     assert isinstance(make_optimizer([p], _warm("sgd")), torch.optim.SGD)
+
+
+def test_the_ramps_ends_exactly() -> None:
+    """Issue 39 (mutation survivors): from update ``warmup_steps`` on the rate is the peak bit
+    for bit (the ramp's formula there gives 0.9000000000000001), a one-step warm-up starts at
+    the start rate, and a config without steps has no ramp at all, whatever its start rate."""
+    assert lr_at(3, 0.1, 0.9, 3) == 0.9
+    assert [lr_at(t, 0.1, 0.9, 1) for t in range(3)] == [0.1, 0.9, 0.9]
+    one = OptimConfig(lr=0.4, warmup_steps=1, warmup_start_lr=0.1)
+    assert [rate_at(one, t) for t in range(3)] == [0.1, 0.4, 0.4]
+    assert warmup_of(OptimConfig(lr=0.4, warmup_steps=0, warmup_start_lr=0.1)) is None

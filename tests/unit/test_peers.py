@@ -105,3 +105,54 @@ def test_the_channel_binds_loopback_on_one_host_and_never_a_shared_bridge() -> N
            {"host": "b", "addrs": ["172.17.0.1", "10.9.0.2"]}]
     assert bind_address(0, two) == "10.9.0.1"
     assert bind_address(1, two) == "10.9.0.2"
+
+
+# --- issue 39: what the mutation run of peers_addr found untried -------------------------------
+
+def _routed() -> tuple[str, str]:
+    """(address, interface) this host's routing sends from toward another host (no packet)."""
+    import psutil
+
+    from hvdscale.core.peers_addr import _route_source
+
+    src = _route_source("192.0.2.77")  # TEST-NET-1: any routed destination will do
+    if src is None or src.startswith("127."):
+        pytest.skip("this host routes nowhere but loopback")
+    name = next(n for n, es in psutil.net_if_addrs().items() if any(e.address == src for e in es))
+    return src, name
+
+
+def test_only_a_string_of_one_ipv4_address_is_valid() -> None:
+    from hvdscale.core.peers_addr import valid_ipv4
+
+    assert valid_ipv4("10.0.0.1")
+    for bad in ("::1", "10.0.0", "x", None, 167772161):  # the last: 10.0.0.1 as an integer
+        assert not valid_ipv4(bad), bad
+
+
+def test_the_named_interfaces_address_is_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hvdscale.core.peers_addr import _IFACE_ENVS, bind_address
+
+    mine, ifname = _routed()
+    for env in _IFACE_ENVS:
+        monkeypatch.delenv(env, raising=False)
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", ifname)
+    # Toward 127.0.0.2 the route leaves from loopback, in no offer: unnamed, the first own one.
+    offers = [{"host": "a", "addrs": ["10.9.0.1", mine]}, {"host": "b", "addrs": ["127.0.0.2"]}]
+    assert bind_address(0, offers) == mine
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME")
+    assert bind_address(0, offers) == "10.9.0.1"
+
+
+def test_the_address_routed_toward_another_host_is_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rank 0's own addresses are never a destination: 127.0.0.1 (in its offer here) would
+    route from itself; 10.9.0.2, on the other host, routes from this host's address."""
+    from hvdscale.core.peers_addr import _IFACE_ENVS, bind_address
+
+    mine, _ = _routed()
+    for env in _IFACE_ENVS:
+        monkeypatch.delenv(env, raising=False)
+    offers = [{"host": "a", "addrs": ["127.0.0.1", mine]}, {"host": "b", "addrs": ["10.9.0.2"]},
+              {"host": "a", "addrs": ["127.0.0.1", mine]}]
+    assert bind_address(0, offers) == mine
+    assert bind_address(2, offers) == mine

@@ -110,3 +110,87 @@ def test_a_taken_master_port_is_one_clear_error(monkeypatch: pytest.MonkeyPatch)
         monkeypatch.delenv("MASTER_ADDR", raising=False)
         with pytest.raises(RuntimeError, match=f"could not listen on port {port}: .*in use"):
             rv.agree(OneRank(), lambda a, p: socket.create_server(("", p)).getsockname()[1])
+
+
+# --- issue 39: what the mutation run found untried --------------------------------------------
+
+M24 = "255.255.255.0"
+
+
+@pytest.fixture
+def unnamed(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in rv.NAMING_VARS:
+        monkeypatch.delenv(var, raising=False)
+
+
+def test_each_refusal_reads_in_full(unnamed: None) -> None:
+    a, b = host("10.0.1.5"), host("10.0.2.7")
+    with pytest.raises(RuntimeError) as e:
+        rv._shared_address(a, [addrs(b)], ("docker0", "ib0"))
+    assert str(e.value) == ("rank 0 has no address of its own on docker0, ib0 (named by "
+                            "GLOO_SOCKET_IFNAME); name an interface rank 0's host has")
+    with pytest.raises(RuntimeError) as e:
+        rv._shared_address(a, [addrs(b)])
+    assert str(e.value) == (
+        "no address of rank 0 that is its own shares a subnet with every other host (addresses "
+        "every host has, such as docker0's, are skipped); name the job's interface (hvdscale "
+        "sweep --network-interfaces, GLOO_SOCKET_IFNAME) or set MASTER_ADDR")
+
+
+def test_a_named_subnet_with_host_bits_and_a_bad_name_before_a_good_one() -> None:
+    a, b = host("10.0.1.5"), host("10.0.2.7")
+    assert rv._shared_address(a, [addrs(b)], ("10.0.1.5/24",)) == "10.0.1.5"
+    assert rv._shared_address(a, [addrs(b)], ("10.0.1.0/99", "eth0")) == "10.0.1.5"
+    assert rv.named_interfaces({"NCCL_SOCKET_IFNAME": "=X1"}) == ("X1",)  # names are any text
+
+
+def test_of_named_interfaces_the_one_joining_every_host_wins() -> None:
+    a = [("eth0", "10.0.1.5", M24), ("ib0", "192.168.7.1", M24)]
+    assert rv._shared_address(a, [["10.0.2.7", "192.168.7.2"]], ("eth0", "ib0")) == "192.168.7.1"
+
+
+def test_the_interface_toward_rank_0_holding_it_then_named_first() -> None:
+    own = [("eth1", "10.0.1.6", M24), ("eth0", "10.0.1.5", M24)]
+    assert rv._interface_toward("10.0.1.5", own, ()) == "eth0"  # holds it: eth1 only joins it
+    two = [("eth1", "10.0.1.6", M24), ("eth0", "10.0.1.7", M24)]
+    assert rv._interface_toward("10.0.1.5", two, ("eth0",)) == "eth0"
+    assert rv._interface_toward("10.0.1.5", two, ("eth1",)) == "eth1"
+
+
+def test_rank_0s_plan_and_its_errors() -> None:
+    calls: list[tuple[str, int]] = []
+
+    def listen(addr: str, port: int) -> int:
+        calls.append((addr, port))
+        return 4321
+
+    assert rv._rank0_plan([], (), None, None, listen) == ("127.0.0.1", 4321, "")
+    assert calls == [("127.0.0.1", 0)]  # 0: any free port
+    assert rv._rank0_plan([], (), None, "65536", listen) == (
+        "", 0, "rank 0's store could not listen on port 65536: MASTER_PORT=65536 is not a TCP "
+        "port")
+    assert rv._rank0_plan([], (), None, "65535", listen) == ("127.0.0.1", 4321, "")
+
+    def refuse(addr: str, port: int) -> int:
+        raise OSError("no")
+
+    assert rv._rank0_plan([], (), None, None, refuse) == (
+        "", 0, "rank 0's store could not listen on port any: no")
+    plan = rv._rank0_plan([["203.0.113.9"]], ("no-such-if0",), None, None, listen)
+    assert plan[:2] == ("", 0) and plan[2].startswith("rank 0 has no address of its own on "
+                                                      "no-such-if0"), plan
+
+
+def test_job_addresses_per_rank_from_rank_0s_host_on() -> None:
+    a = host("10.0.1.5")
+    b = [*BRIDGES, ("eth0", "10.0.1.9", M24), ("eth0", "10.0.1.10", M24)]  # two on eth0
+    ranks = [("a", a, ()), ("b", b, ()), ("a", a, ())]
+    assert rv.job_addresses(ranks) == ["10.0.1.5", "10.0.1.9", "10.0.1.5"]
+    assert rv.job_addresses([("b", b, ()), ("a", a, ())]) == ["10.0.1.9", "10.0.1.5"]
+    assert rv.job_addresses([("a", a, ()), ("a", a, ())]) is None  # one host
+    routed = host("10.0.2.7")
+    assert rv.job_addresses([("a", a, ()), ("c", routed, ())]) is None  # no shared subnet
+    # Rank 0's own naming decides (as in agree()), not another rank's.
+    assert rv.job_addresses([("a", a, ("eth0",)), ("c", routed, ())]) == ["10.0.1.5", "10.0.2.7"]
+    lone = [("eth9", "10.0.1.9", "255.255.255.255")]  # no subnet of its own holds rank 0's
+    assert rv.job_addresses([("a", a, ()), ("d", lone, ())]) is None
