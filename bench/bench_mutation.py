@@ -178,8 +178,9 @@ def _runner(target: Target) -> str:
     pytest = f"{sys.executable} -m pytest -x -q -p no:cacheprovider --color=no"
     tests = " ".join(f"'{t}'" if " " in t else t for t in target.tests)
     wrap = f"{sys.executable} bench/mutation_runner.py 600"
-    if target.np:
-        return f"{wrap} mpirun -np {target.np} {pytest} {tests}"
+    if target.np:  # the sweep's own launch line and environment (issue 42: one place builds it)
+        launch = f"{sys.executable} -m hvdscale.study.sweep.launcher --np {target.np} --"
+        return f"{wrap} {launch} {pytest} {tests}"
     return f"{wrap} {pytest} {tests}"
 
 
