@@ -76,10 +76,16 @@ def single_host_mpi_env() -> dict[str, str]:
     a fabric, 0.14 s without that transport (2026-11-27; the lent H100 machine's sweep points
     spent 1.5 s in MPI initialisation). Ranks on one host talk through shared memory and never
     use it, so it is left out there, and only there: not when the job spans hosts (Open MPI's
-    world and local sizes differ), nor when the user chose the transports (OMPI_MCA_btl set).
+    world and local sizes differ). A list of transports to leave out (``^openib``, which
+    horovodrun passes) gets ``ofi`` added; a list of transports to use is the user's choice and
+    is kept as it is.
     """
     size = os.environ.get("OMPI_COMM_WORLD_SIZE")
-    if size is None or size != os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") \
-            or "OMPI_MCA_btl" in os.environ:
+    if size is None or size != os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE"):
         return {}
-    return {"OMPI_MCA_btl": "^ofi"}
+    btl = os.environ.get("OMPI_MCA_btl")
+    if btl is None:
+        return {"OMPI_MCA_btl": "^ofi"}
+    if btl.startswith("^") and "ofi" not in btl[1:].split(","):
+        return {"OMPI_MCA_btl": f"{btl},ofi"}
+    return {}

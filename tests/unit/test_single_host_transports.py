@@ -1,7 +1,7 @@
 """Open MPI's fabric transport left out where every rank shares one host (core/threads.py):
 its provider probe cost 1.1 s of each rank's start-up with Open MPI 5 on a machine without a
 fabric, and shared memory carries such a job. Left in where the job spans hosts or the user
-chose the transports."""
+chose the transports to use."""
 
 from __future__ import annotations
 
@@ -18,6 +18,11 @@ from hvdscale.core.threads import single_host_mpi_env
     # the user's own transports win
     ({"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_MCA_btl": "self,tcp"},
      {}),
+    # a list of transports left out (horovodrun's ^openib) gets ofi too, once
+    ({"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_MCA_btl": "^openib"},
+     {"OMPI_MCA_btl": "^openib,ofi"}),
+    ({"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+      "OMPI_MCA_btl": "^openib,ofi"}, {}),
     # not started by Open MPI's launcher (a plain process, srun, horovodrun --gloo)
     ({}, {}),
     ({"OMPI_COMM_WORLD_LOCAL_SIZE": "2"}, {}),
