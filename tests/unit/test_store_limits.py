@@ -6,8 +6,6 @@ each refusal's line whole."""
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,22 +14,13 @@ import pytest
 from hvdscale.errors import HvdscaleError
 from hvdscale.records import store
 from hvdscale.records.store import append_record, check_writable
+from tests.tmpfs import mounted_tmpfs
 
 
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
     """A real 1.5 MiB tmpfs (root only), unmounted afterwards."""
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1536k", "tmpfs", str(mnt)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
-        shutil.rmtree(mnt, ignore_errors=True)
+    yield from mounted_tmpfs(tmp_path / "small", "1536k")
 
 
 def _free(d: Path) -> int:
