@@ -29,6 +29,7 @@ from pathlib import Path
 
 from emit import emit, paired, quiet_label  # bench/ is on sys.path when a script runs
 
+from hvdscale.core.threads import single_host_launch_env
 from hvdscale.records import schema
 from hvdscale.study.sweep.launcher import launch_env, launch_line, read_out
 
@@ -60,13 +61,6 @@ def _timed(cmd: list[str], extra: dict[str, str] | None = None) -> float:
     return time.perf_counter() - t0
 
 
-def single_host_mpi_env_for_launch() -> dict[str, str]:
-    """What ``single_host_mpi_env`` sets in a rank of a one-host Open MPI job, for a launch."""
-    if "OMPI_MCA_btl" in os.environ:
-        return {}
-    return {"OMPI_MCA_btl": "^ofi"}
-
-
 def one_round(k: int, np_: int, out: Path) -> dict:
     """The floor and the run at ``np_``, in an order that alternates with ``k``."""
     cmds = {"floor": _line(np_, [sys.executable, "-c", FLOOR]),
@@ -76,7 +70,7 @@ def one_round(k: int, np_: int, out: Path) -> dict:
     cmds["floor_same_mpi"] = cmds["floor"]
     # The floor given the transports a run picks for itself on one host (core/threads.py): what
     # is left of the ratio once hvdscale's own MPI choice is taken away from the comparison.
-    extra = {"floor_same_mpi": single_host_mpi_env_for_launch()}
+    extra = {"floor_same_mpi": single_host_launch_env()}
     row: dict = {"round": k, "np": np_, "load": os.getloadavg()[0]}
     order = ["floor", "floor_same_mpi", "floor_optim", "hvdscale"]
     for name in (order if k % 2 == 0 else order[::-1]):

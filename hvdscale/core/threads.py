@@ -8,6 +8,7 @@ everything here runs before the framework or MPI is imported.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 LOCAL_SIZE_ENV_VARS = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "HOROVOD_LOCAL_SIZE",
                        "SLURM_NTASKS_PER_NODE")
@@ -68,7 +69,7 @@ def export_threads(intra_op: int, inter_op: int, mpi_yield: str,
     return intra, inter
 
 
-def single_host_mpi_env() -> dict[str, str]:
+def single_host_mpi_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """Open MPI's transports for a job whose ranks all share this host (read at MPI_Init).
 
     Open MPI 5's libfabric transport (btl ``ofi``) probes the host's fabric providers at
@@ -78,14 +79,22 @@ def single_host_mpi_env() -> dict[str, str]:
     use it, so it is left out there, and only there: not when the job spans hosts (Open MPI's
     world and local sizes differ). A list of transports to leave out (``^openib``, which
     horovodrun passes) gets ``ofi`` added; a list of transports to use is the user's choice and
-    is kept as it is.
+    is kept as it is. ``env``: the rank's environment (default: this process's).
     """
-    size = os.environ.get("OMPI_COMM_WORLD_SIZE")
-    if size is None or size != os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE"):
+    env = os.environ if env is None else env
+    size = env.get("OMPI_COMM_WORLD_SIZE")
+    if size is None or size != env.get("OMPI_COMM_WORLD_LOCAL_SIZE"):
         return {}
-    btl = os.environ.get("OMPI_MCA_btl")
+    btl = env.get("OMPI_MCA_btl")
     if btl is None:
         return {"OMPI_MCA_btl": "^ofi"}
     if btl.startswith("^") and "ofi" not in btl[1:].split(","):
         return {"OMPI_MCA_btl": f"{btl},ofi"}
     return {}
+
+
+def single_host_launch_env() -> dict[str, str]:
+    """What ``single_host_mpi_env`` sets in every rank of an Open MPI job on this host alone,
+    for a program that does not set it itself (bench/bench_startup.py's floor)."""
+    one_host = {**os.environ, "OMPI_COMM_WORLD_SIZE": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "1"}
+    return single_host_mpi_env(one_host)
