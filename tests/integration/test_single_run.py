@@ -40,7 +40,9 @@ def test_a_launch_returns_its_own_record_and_a_failure_says_why(tmp_path: Path) 
 def test_the_shell_launcher_starts_every_rank_and_passes_its_exit_status() -> None:
     # bench/run_all.sh's way to start a bench on every rank: one MPI job of 2 ranks.
     env = {k: v for k, v in os.environ.items() if not k.startswith("OMPI_ALLOW")}
-    hello = "from mpi4py import MPI; c = MPI.COMM_WORLD; print('rank', c.rank, 'of', c.size)"
+    # One write a line: with PYTHONUNBUFFERED, print's pieces of two ranks can interleave.
+    hello = ("import sys; from mpi4py import MPI; c = MPI.COMM_WORLD; "
+             "sys.stdout.write(f'rank {c.rank} of {c.size}\\n')")
     cmd = [sys.executable, "-m", "hvdscale.study.sweep.launcher", "--np", "2", "--",
            sys.executable, "-c"]
     r = subprocess.run([*cmd, hello], cwd=ROOT, env=env, capture_output=True, text=True,
