@@ -37,6 +37,13 @@ def rank_entry(ctx: RunContext, strategy: Strategy, adapter: Adapter, data: RunD
     return mine
 
 
+def _threads(ctx: RunContext) -> dict[str, Any]:
+    """The run's thread counts and the Open MPI settings in force (core/threads.py)."""
+    return {"intra_op": ctx.intra, "inter_op": ctx.inter,
+            "mpi_yield_when_idle": os.environ.get("OMPI_MCA_mpi_yield_when_idle"),
+            "mpi_btl": os.environ.get("OMPI_MCA_btl")}
+
+
 def build_record(ctx: RunContext, strategy: Strategy, adapter: Adapter, data: RunData,
                  schedule: Schedule, ranks: list[dict]) -> dict:
     """The record of a completed run (rank 0), from every rank's ``rank_entry`` in rank order."""
@@ -60,9 +67,7 @@ def build_record(ctx: RunContext, strategy: Strategy, adapter: Adapter, data: Ru
         "hosts": sorted({r["host"] for r in ranks}),
         "rank_hosts": [r["host"] for r in ranks],
         "launcher_backend": ctx.world.backend,
-        "threads": {"intra_op": ctx.intra, "inter_op": ctx.inter,
-                    "mpi_yield_when_idle": os.environ.get("OMPI_MCA_mpi_yield_when_idle"),
-                    "mpi_btl": os.environ.get("OMPI_MCA_btl")},
+        "threads": _threads(ctx),
         "horovod_env": ctx.horovod["env"],
         "horovod_used": ctx.horovod["used"],
         "loadavg": list(os.getloadavg()),
