@@ -17,8 +17,11 @@ def _gemm_weights(module: object) -> int:
                if p.dim() == 2 and "embed" not in n)
 
 
-@pytest.mark.parametrize("sets", [["model.kind=lm", "data.synthetic.kind=markov"],
-                                  ["model.encoder_layers=2", "model.decoder_layers=2"]])
+# The vocabularies differ, so a projection counted over the other side's vocabulary shows.
+@pytest.mark.parametrize("sets", [["model.kind=lm", "data.synthetic.kind=markov",
+                                   "model.src_vocab=1500", "model.tgt_vocab=300"],
+                                  ["model.encoder_layers=2", "model.decoder_layers=2",
+                                   "model.src_vocab=300", "model.tgt_vocab=1500"]])
 def test_flops_per_word_is_six_per_gemm_weight(sets: list[str]) -> None:
     from hvdscale.frameworks.torch import make_adapter
 
@@ -34,3 +37,12 @@ def test_flops_per_word_is_six_per_gemm_weight(sets: list[str]) -> None:
     assert flops_per_word(model)["total"] == pytest.approx(expected)
     rec = {"config": {"model": model}, "words_per_s": 1e6, "ranks": 2, "workers": 2}
     assert achieved(rec)["tflops_per_rank"] == pytest.approx(expected / 2e6)
+
+
+def test_a_records_vocabulary_in_use_wins_over_a_config_that_left_it_to_the_data() -> None:
+    # Text corpora: the config says 0 and the record's ``vocab`` holds the sizes the model had.
+    lm = {"kind": "lm", "hidden_size": 64, "embed_dim": 32, "encoder_layers": 1,
+          "src_vocab": 0, "tgt_vocab": 0}
+    known = flops_per_word({**lm, "src_vocab": 900})
+    assert flops_per_word(lm, {"src": 900, "tgt": 5})["projection"] == known["projection"]
+    assert known["projection"] == 6 * 64 * 900

@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hvdscale.study.stepcost.step_flops import FWD_BWD
+from hvdscale.study.stepcost.step_flops import FWD_BWD, output_vocab
 
 NOTES = {"fused": (55411, 51046), "loop": (43398, 39369)}
 """Seed 000 and 001 words/s on one GPU: cudnn_lstm (fused) and dynamic_rnn (loop); the notes
@@ -76,7 +76,7 @@ def gemm_parts(record: dict[str, Any]) -> list[dict[str, Any]]:
     flops count them)."""
     model, batch = record["config"]["model"], record["config"]["data"]["batch_size"]
     sentences = max(1, record["sentences"])
-    h, e, v = model["hidden_size"], model["embed_dim"], model["tgt_vocab"]
+    h, e, v = model["hidden_size"], model["embed_dim"], output_vocab(model, record.get("vocab"))
     tgt = record.get("loss_tokens", record["words"]) / sentences
     if model["kind"] == "lm":
         parts = _lstm(e, h, model["encoder_layers"], 1, batch, tgt)

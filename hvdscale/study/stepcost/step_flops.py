@@ -27,8 +27,18 @@ def lstm_flops_per_token(input_size: int, hidden: int, layers: int, directions: 
     return FWD_BWD * total
 
 
-def flops_per_word(model: dict[str, Any]) -> dict[str, float]:
-    """Training flops per real token (``words`` in a record) of a record's ``config.model``.
+def output_vocab(model: dict[str, Any], vocab: dict[str, int] | None = None) -> int:
+    """The output projection's width: the language model predicts its one vocabulary
+    (``src_vocab``), the NMT model the target's. A record's ``vocab`` (the sizes in use) wins
+    over the config's, which is 0 where the data decided it."""
+    side = "src" if model["kind"] == "lm" else "tgt"
+    return int((vocab or {}).get(side) or model[f"{side}_vocab"])
+
+
+def flops_per_word(model: dict[str, Any],
+                   vocab: dict[str, int] | None = None) -> dict[str, float]:
+    """Training flops per real token (``words`` in a record) of a record's ``config.model``
+    (``vocab``: the record's sizes in use, see ``output_vocab``).
 
     NMT records count source and target tokens together: the encoder runs on the source, the
     decoder and the projection on the target; with both sides of about equal length (the
@@ -37,7 +47,7 @@ def flops_per_word(model: dict[str, Any]) -> dict[str, float]:
     if model["kind"] not in ("nmt", "lm"):
         raise HvdscaleError(f"useful flops are counted for the shipped models (nmt, lm), not "
                             f"model.kind={model['kind']}")
-    h, e, v = model["hidden_size"], model["embed_dim"], model["tgt_vocab"]
+    h, e, v = model["hidden_size"], model["embed_dim"], output_vocab(model, vocab)
     proj = FWD_BWD * 2 * h * v
     if model["kind"] == "lm":
         rnn = lstm_flops_per_token(e, h, model["encoder_layers"])
@@ -52,7 +62,7 @@ def flops_per_word(model: dict[str, Any]) -> dict[str, float]:
 
 def achieved(record: dict[str, Any]) -> dict[str, float]:
     """A run record's useful TFLOP/s in its measured window, in total and per rank."""
-    per_word = flops_per_word(schema.model_config(record))
+    per_word = flops_per_word(schema.model_config(record), record.get("vocab"))
     tflops = schema.words_per_s(record) * per_word["total"] / 1e12
     return {"flops_per_word": per_word["total"], "tflops": tflops,
             "tflops_per_rank": tflops / max(1, record.get("workers") or record["ranks"])}
