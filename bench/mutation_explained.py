@@ -4,8 +4,22 @@ killed by a test written after the run that recorded it (bench/bench_mutation.py
 _TIMING = "timing only: a time the timeline records, never read by the gradient or the update"
 _PROBE = ("equivalent in effect: a larger probe fails only where under 20 KiB is free, and the "
           "free-space check right after refuses that disk anyway (a record needs 1 MiB)")
-_DEAD = "equivalent: SPARSE_MODES is read nowhere in the project (a dead constant)"
+_ANNOTATION = ("equivalent: an attribute's annotation is never evaluated (PEP 526; and the "
+               "module has from __future__ import annotations)")
+_UNTIL_START = ("equivalent: start is read only once begin() has set it (after_step refuses a "
+                "measured step before begin(), and train_s is called from there)")
 EQUIVALENT: dict[tuple[str, str, str], str] = {
+    ("until", "self.reached: bool | None = None if not until.active else False",
+     "self.reached: bool & None = None if not until.active else False"): _ANNOTATION,
+    ("until", "self.start_loss: float | None = None", "self.start_loss: float & None = None"):
+        _ANNOTATION,
+    ("until", "self.noise: NoiseProbe | None = None  # the gradient noise scale's probe (issue 33)",
+     "self.noise: NoiseProbe & None = None  # the gradient noise scale's probe (issue 33)"):
+        _ANNOTATION,
+    ("until", "self.last_batch: Batch | None = None  # the batch the probe differentiates",
+     "self.last_batch: Batch & None = None  # the batch the probe differentiates"): _ANNOTATION,
+    ("until", "self.start = 0.0", "self.start = 1.0"): _UNTIL_START,
+    ("until", "self.start = 0.0", "self.start = None"): _UNTIL_START,
     ("horovod_torch_tokens", "t_start = time.time()", "t_start = None"): _TIMING,
     ("horovod_torch_tokens", "t_bwd = [0.0]", "t_bwd = [1.0]"): _TIMING,
     ("horovod_torch_tokens", "t_bwd_end = time.time()", "t_bwd_end = None"): _TIMING,
@@ -13,6 +27,10 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
      "t_bwd[0] = None  # backward starts as soon as this returns"): _TIMING,
     ("horovod_torch_scale", "t_bwd[0] = time.time()  # backward starts as soon as this returns",
      "t_bwd[0] = None  # backward starts as soon as this returns"): _TIMING,
+    ("ddp_tokens", "t_start = time.time()", "t_start = None"): _TIMING,
+    ("ddp_tokens", "t_bwd = [0.0]", "t_bwd = [1.0]"): _TIMING,
+    ("ddp_tokens", "t_bwd[0] = time.time()", "t_bwd[0] = None"): _TIMING,
+    ("ddp_tokens", "t_bwd_end = time.time()", "t_bwd_end = None"): _TIMING,
     ("horovod_torch_tokens",
      'handle = hvd.allreduce_async(tokens, op=hvd.Sum, name="hvdscale.tokens")  # hvd:',
      'handle = hvd.allreduce_async(tokens, op=hvd.Sum, name="XXhvdscale.tokensXX")  # hvd:'):
@@ -39,13 +57,6 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
      'with tempfile.NamedTemporaryFile(dir=d, prefix=".probe-", delete=True) as f:',
      'with tempfile.NamedTemporaryFile(dir=d, prefix="XX.probe-XX", delete=True) as f:'):
         "equivalent: the probe's name; it is deleted on close either way",
-    ("sparse_rows", 'SPARSE_MODES = ("auto", "on", "off")',
-     'SPARSE_MODES = ("XXautoXX", "on", "off")'): _DEAD,
-    ("sparse_rows", 'SPARSE_MODES = ("auto", "on", "off")',
-     'SPARSE_MODES = ("auto", "XXonXX", "off")'): _DEAD,
-    ("sparse_rows", 'SPARSE_MODES = ("auto", "on", "off")',
-     'SPARSE_MODES = ("auto", "on", "XXoffXX")'): _DEAD,
-    ("sparse_rows", 'SPARSE_MODES = ("auto", "on", "off")', 'SPARSE_MODES = None'): _DEAD,
     ("sparse_rows", "if t.offset < c < t.end:", "if t.offset <= c < t.end:"):
         "equivalent: a cut at a table's offset rounds to that offset (0 rows in)",
     ("sparse_rows", "return np.ascontiguousarray(block.reshape(-1, dim)[ids])",

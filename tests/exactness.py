@@ -113,16 +113,26 @@ def distributed(cfg: RunConfig, world: Any, stage: bool = False) -> tuple[np.nda
     mine = adapter(cfg, rank_placement(cfg, world, stage))
     strategy.setup(mine)
     p = plan(cfg, widx, nworkers) if strategy.computes else None
-    if cfg.measure.epochs:
+    idle_losses: list[float] = []  # checked after the last collective: a rank failing alone
+    if cfg.measure.epochs:         # mid-run would leave the others waiting
         _, stream = make_schedule(cfg.measure, p, world, cfg.data.bucketing.mode)
         for batch in stream:
-            strategy.step(batch)
+            _step(strategy, batch, idle_losses)
     else:
         batches = p.batches() if p is not None else None
         for _ in range(K_STEPS):
-            strategy.step(next(batches) if batches is not None else None)
+            _step(strategy, next(batches) if batches is not None else None, idle_losses)
     strategy.finish()
+    assert not any(idle_losses), f"a step without a batch returned loss {idle_losses}"
     return mine.params_buffer().astype(np.float64), strategy
+
+
+def _step(strategy: Strategy, batch: Any, idle_losses: list[float]) -> None:
+    """One step; what a step without a batch returned goes to ``idle_losses`` (0.0 by
+    ``Strategy.step``'s contract)."""
+    loss = strategy.step(batch)
+    if batch is None:
+        idle_losses.append(loss)
 
 
 def rank_placement(cfg: RunConfig, world: Any, stage: bool) -> Placement:

@@ -24,7 +24,6 @@ ID_BYTES = 8
 """Row ids travel as int64."""
 AUTO_MAX_SHARE = 0.5
 """``auto`` goes sparse when ids and rows take at most this share of the dense bytes."""
-SPARSE_MODES = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hvdscale.corpora.corpus import BOS, EOS, Batch
 from hvdscale.errors import ConfigError
+from hvdscale.frameworks.torch.ddp import DDPStrategy
 from tests.exactness import (
     CUSTOM,
     FP16_MIN_ERR,
@@ -79,6 +81,33 @@ def test_ddp_idle_ranks_in_epoch_mode_are_exact(idle, comm_world) -> None:
     identical_replicas(comm_world, params)
     check_exact(cfg, params, comm_world.size, REL_TOL, steps=steps)
     assert strategy.info()["join"]["used"] == (idle == "join")
+
+
+def _one_token_batch() -> Batch:
+    """One sentence with one target token: the fewest loss tokens a step can hold."""
+    return Batch(src=np.array([[5, 6]]), src_len=np.array([2]), tgt_in=np.array([[BOS]]),
+                 tgt_out=np.array([[EOS]]), tgt_len=np.array([1]))
+
+
+@pytest.mark.parametrize("others", ["one token in all", "no batch anywhere"])
+def test_ddp_zero_step_of_an_idle_rank(others, comm_world) -> None:
+    # idle=zero: a rank without a batch joins DDP's bucket allreduces with a zero gradient
+    # whenever any rank has a batch, down to one loss token in all (a rank skipping there
+    # leaves the others waiting); with no batch anywhere no rank updates, since momentum
+    # alone would still move the parameters.
+    cfg = config("torch", "ddp", "strategy.ddp.idle=zero")
+    mine = adapter(cfg)
+    strategy = DDPStrategy(cfg.strategy.ddp, comm_world)
+    strategy.setup(mine)
+    last = [None] * comm_world.size
+    if others == "one token in all":
+        last[0] = _one_token_batch()
+    steps = [*worker_steps(cfg, comm_world.size)[:2], last]  # momentum is non-zero by then
+    losses = [strategy.step(step[comm_world.rank]) for step in steps]
+    strategy.finish()
+    params = mine.params_buffer().astype(np.float64)
+    check_exact(cfg, params, comm_world.size, REL_TOL, steps=steps)
+    assert last[comm_world.rank] is not None or losses[-1] == 0.0, losses  # no batch, no loss
 
 
 def _judge_compressed(cfg, params: np.ndarray, world, tol: float) -> float:

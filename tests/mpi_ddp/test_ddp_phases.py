@@ -1,7 +1,8 @@
 """What a DDP rank tells the step watchdog it is doing (``strategy.phase``), seen from inside
-torch's own forward and backward: its forward is its own compute (a rank overrunning there is
-the slow one), its backward also waits for the bucket allreduces (``overlapped``: the watchdog
-gives it the grace of a waiting rank, so a rank waiting on a slow peer does not blame itself)."""
+torch's own forward, backward and update: its forward and update are its own compute (a rank
+overrunning there is the slow one), its backward also waits for the bucket allreduces
+(``overlapped``: the watchdog gives it the grace of a waiting rank, so a rank waiting on a slow
+peer does not blame itself)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,16 @@ def test_forward_is_compute_and_backward_is_overlapped(comm_world) -> None:
     mine = adapter(cfg)
     strategy = DDPStrategy(cfg.strategy.ddp, comm_world)
     strategy.setup(mine)
-    seen: dict[str, set[str]] = {"forward": set(), "backward": set()}
+    seen: dict[str, set[str]] = {"forward": set(), "backward": set(), "update": set()}
     mine.model.register_forward_hook(lambda *_: seen["forward"].add(strategy.phase))
     for p in mine.model.parameters():
         p.register_hook(lambda g: seen["backward"].add(strategy.phase))
+    # The optimizer's update after the backward is this rank's own compute again.
+    mine.optimizer.register_step_pre_hook(lambda *_: seen["update"].add(strategy.phase))
     batches = plan(cfg, comm_world.rank, comm_world.size).batches()
     for _ in range(2):
         strategy.step(next(batches))
         assert strategy.phase == "compute"  # between steps: nothing to wait for
     strategy.finish()
-    assert seen == {"forward": {"compute"}, "backward": {"overlapped"}}, seen
+    assert seen == {"forward": {"compute"}, "backward": {"overlapped"}, "update": {"compute"}}, \
+        seen

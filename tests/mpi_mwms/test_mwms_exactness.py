@@ -7,9 +7,19 @@ harness, tests/exactness.py), as Horovod's TensorFlow cases in tests/mpi_tf.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from tests.exactness import CUSTOM, check_exact, distributed, identical_replicas, worker_steps
+from hvdscale.corpora.corpus import BOS, EOS, Batch
+from hvdscale.frameworks.tf.mwms import MWMSTF
+from tests.exactness import (
+    CUSTOM,
+    adapter,
+    check_exact,
+    distributed,
+    identical_replicas,
+    worker_steps,
+)
 from tests.exactness import config as _config
 
 REL_TOL = 1e-4
@@ -45,3 +55,24 @@ def test_mwms_whole_epoch_with_idle_steps_is_exact(comm_world) -> None:
     assert any(None in s for s in steps), "some rank should run out of batches (idle steps)"
     identical_replicas(comm_world, params)
     check_exact(cfg, params, comm_world.size, REL_TOL)
+
+
+@pytest.mark.parametrize("others", ["one token in all", "no batch anywhere"])
+def test_mwms_step_with_one_token_or_none_in_all(others, comm_world) -> None:
+    # The global count decides: one loss token anywhere is a step every rank takes (a rank
+    # without a batch with a zero gradient); none anywhere is no update on any rank, since
+    # momentum alone would still move the parameters.
+    cfg = _cfg()
+    mine = adapter(cfg)
+    strategy = MWMSTF(cfg.strategy.mwms, comm_world)
+    strategy.setup(mine)
+    last = [None] * comm_world.size
+    if others == "one token in all":
+        last[0] = Batch(src=np.array([[5, 6]]), src_len=np.array([2]), tgt_in=np.array([[BOS]]),
+                        tgt_out=np.array([[EOS]]), tgt_len=np.array([1]))
+    steps = [*worker_steps(cfg, comm_world.size), last]  # momentum is non-zero by then
+    losses = [strategy.step(step[comm_world.rank]) for step in steps]
+    strategy.finish()
+    check_exact(cfg, mine.params_buffer().astype(np.float64), comm_world.size, REL_TOL,
+                steps=steps)
+    assert last[comm_world.rank] is not None or losses[-1] == 0.0, losses  # no batch, no loss

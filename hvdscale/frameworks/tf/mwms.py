@@ -92,7 +92,6 @@ class MWMSTF(Strategy):
         self.cfg = cfg
         self.rank, self.size = world.rank, world.size
         self.mwms, self.tf_config = native(cfg, world)
-        self.steps = 0
 
     def setup(self, adapter: TFAdapter) -> None:  # type: ignore[override]
         super().setup(adapter)
@@ -171,7 +170,6 @@ class MWMSTF(Strategy):
         finally:
             self.phase = "compute"
         self.adapter.compute_s += time.perf_counter() - t0
-        self.steps += 1
         return loss if batch is not None else 0.0
 
     def info(self) -> dict[str, Any]:
