@@ -43,6 +43,10 @@ TOOL = "mutmut==2.5.1"
 RAW = ROOT / "bench" / "results" / "mutation.json"
 TRIES = 3  # mutmut runs a target at most this often when it stops on an error of its own
 STALL_S = 900  # no mutant done for this long: mutmut is stuck (a test's own limit is 600 s)
+MPI_TEST_TIMEOUT_S = 30
+"""The MPI harness's per-test hang limit in a mutant's run (tests/mpi_harness.py; 120 s in CI).
+A mutant that deadlocks the ranks (a send without its receive) then fails in 30 s, not 120:
+the targets' MPI tests take 1-5 s each at np=2 here, so 30 s is no verdict on a slow test."""
 
 
 @dataclass(frozen=True)
@@ -105,13 +109,13 @@ TARGETS = (
     Target("horovod_torch_scale", "hvdscale/frameworks/torch/horovod.py",
            ("tests/mpi/test_exactness.py", "-k", "average_op"),
            functions=("HorovodTorch.step.scale",), np=2, full=True, ci=True),
-    # The sparse exchange's own round (_sparse_exchange) is claimed by the sparse tests: equal
-    # to dense, a table split over servers, and a bad push refused everywhere.
+    # The sparse exchange's own round (_sparse_exchange) is claimed by the sparse tests (equal
+    # to dense, a table split over servers); a bad push, dense or sparse, by the boundaries'.
     Target("ps_tokens", "hvdscale/strategies/param_server.py",
            ("tests/mpi/test_exactness.py", "tests/mpi/test_sparse.py",
             "tests/mpi/test_ps_boundaries.py", "-k",
-            "ps_equals_one_process_and_horovod or ps_sparse or ps_bad_push or sparse_bad_token "
-            "or sparse_header"),
+            "ps_equals_one_process_and_horovod or ps_step_with_one_token or ps_sparse or "
+            "ps_bad_push or shorter_dense or bad_token_count or sparse_header"),
            functions=("ParameterServer._exchange", "ParameterServer._sparse_exchange",
                       "ParameterServer.step"), np=2, full=True),
     # test_ddp_phases: what the step tells the watchdog (the phase marks in _step).
@@ -255,6 +259,8 @@ def run_target(target: Target, work: Path) -> dict[str, Any]:
            "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
            "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("HVDSCALE_TEST_REPORTS", None)  # a mutant's failing junit files are not CI's
+    if target.np:
+        env["HVDSCALE_TEST_TIMEOUT"] = str(MPI_TEST_TIMEOUT_S)
     cmd = ["nice", "-n", "10", "mutmut", "run", "--paths-to-mutate", target.path,
            "--runner", _runner(target), "--tests-dir", "tests", "--no-progress", "--simple-output",
            "--test-time-base", "30"]  # a shared machine: a slow run is not a timeout
@@ -280,7 +286,8 @@ def run_target(target: Target, work: Path) -> dict[str, Any]:
     crash = errors[-1] if errors and (rc is None or rc & 1) else None
     return collect(target, copy, {"seconds": seconds, "load_before": load_before,
                                   "load_after": load_after, "tool_error": crash,
-                                  "tool_restarts": errors})
+                                  "tool_restarts": errors,
+                                  "test_timeout_s": MPI_TEST_TIMEOUT_S if target.np else None})
 
 
 def collect(target: Target, copy: Path, run: dict[str, Any]) -> dict[str, Any]:

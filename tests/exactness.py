@@ -34,7 +34,7 @@ from hvdscale.core.batching import (
 )
 from hvdscale.core.device import CPU, Placement
 from hvdscale.core.world import is_gloo_launch
-from hvdscale.corpora.corpus import concat_batches, load_corpus
+from hvdscale.corpora.corpus import BOS, EOS, Batch, concat_batches, load_corpus
 from hvdscale.frameworks import load_framework
 from hvdscale.strategies import Strategy, make_strategy
 from tests.exactness_summary import note_strategy
@@ -167,6 +167,12 @@ def shares_host_memory(array: np.ndarray, tensor: Any) -> bool:
     if tensor.device.type != "cpu":
         return False
     return bool(np.shares_memory(array, tensor.detach().numpy()))
+
+
+def one_token_batch() -> Batch:
+    """One NMT sentence with one target token: the fewest loss tokens a step can hold."""
+    return Batch(src=np.array([[5, 6]]), src_len=np.array([2]), tgt_in=np.array([[BOS]]),
+                 tgt_out=np.array([[EOS]]), tgt_len=np.array([1]))
 
 
 def worker_steps(cfg: RunConfig, nworkers: int) -> list[list]:

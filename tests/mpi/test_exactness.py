@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from hvdscale.core.world import is_gloo_launch
+from hvdscale.strategies.param_server import ParameterServer
 from tests.exactness import (
     CUSTOM,
     FP16_MIN_ERR,
@@ -24,6 +25,7 @@ from tests.exactness import (
     distributed,
     identical_replicas,
     model_overrides,
+    one_token_batch,
     ps_case,
     ps_cases,
     reference,
@@ -98,6 +100,26 @@ def test_ps_equals_one_process_and_horovod(placement, servers, model, hvd, comm_
     info = strategy.info()
     assert sum(info["bytes_per_server"]) == params.size * 4
     assert max(info["bytes_per_server"]) - min(info["bytes_per_server"]) <= 4
+
+
+@pytest.mark.skipif(is_gloo_launch(), reason="the parameter server needs an MPI launch")
+@pytest.mark.parametrize("others", ["one token in all", "no batch anywhere"])
+def test_ps_step_with_one_token_or_none_in_all(others, comm_world) -> None:
+    # The servers' token total decides: one loss token in all is an update (its gradient over
+    # that one token); none in all is no update, since 0/0 would fill the gradient with NaN.
+    cfg = _cfg("ps", "strategy.ps.placement=colocated", "strategy.ps.num_servers=1")
+    mine = adapter(cfg)
+    strategy = ParameterServer(cfg.strategy.ps, comm_world)
+    strategy.setup(mine)
+    last = [None] * comm_world.size
+    if others == "one token in all":
+        last[0] = one_token_batch()
+    steps = [*worker_steps(cfg, comm_world.size), last]
+    losses = [strategy.step(step[comm_world.rank]) for step in steps]
+    strategy.finish()
+    check_exact(cfg, mine.params_buffer().astype(np.float64), comm_world.size, REL_TOL,
+                steps=steps)
+    assert last[comm_world.rank] is not None or losses[-1] == 0.0, losses  # no batch, no loss
 
 
 @pytest.mark.skipif(is_gloo_launch(), reason="the parameter server needs an MPI launch")

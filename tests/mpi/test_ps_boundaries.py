@@ -41,11 +41,11 @@ class Tamper:
         return self._comm.Isend(buf, dest=dest, tag=tag)
 
 
-def _one_error_everywhere(cfg: Any, world: Any, expected: str) -> None:
+def _one_error_everywhere(cfg: Any, world: Any, *expected: str) -> None:
     with pytest.raises(HvdscaleError) as err:
         distributed(cfg, world)
     msg = str(err.value)
-    assert expected in msg, msg
+    assert all(e in msg for e in expected), msg
     assert world.allgather(msg) == [msg] * world.size  # the same error on every rank
     assert world.allgather(world.rank) == list(range(world.size))  # and they still talk
 
@@ -69,14 +69,16 @@ def _tamper_dense(world: Any, monkeypatch: pytest.MonkeyPatch, change: Any) -> N
 def test_shorter_dense_gradient_is_an_error(comm_world, monkeypatch) -> None:
     _tamper_dense(comm_world, monkeypatch, lambda b, tag: b[:-1] if tag ==
                   param_server.GRAD_TAG else b)
-    _one_error_everywhere(config("torch", "ps"), comm_world, "gradient values for server")
+    _one_error_everywhere(config("torch", "ps"), comm_world, "parameter server: bad push: rank ",
+                          "gradient values for server")
 
 
 @pytest.mark.parametrize("tokens", [float("nan"), -3.0, 2.5])
 def test_bad_token_count_is_an_error(tokens, comm_world, monkeypatch) -> None:
     _tamper_dense(comm_world, monkeypatch, lambda b, tag: np.array([tokens]) if tag ==
                   param_server.TOKENS_TAG else b)
-    _one_error_everywhere(config("torch", "ps"), comm_world, "not a whole number >= 0")
+    _one_error_everywhere(config("torch", "ps"), comm_world, "parameter server: bad push: ",
+                          "not a whole number >= 0")
 
 
 def test_sparse_bad_token_count_is_an_error(comm_world, monkeypatch) -> None:

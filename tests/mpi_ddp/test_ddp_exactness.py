@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hvdscale.corpora.corpus import BOS, EOS, Batch
 from hvdscale.errors import ConfigError
 from hvdscale.frameworks.torch.ddp import DDPStrategy
 from tests.exactness import (
@@ -20,6 +19,7 @@ from tests.exactness import (
     config,
     distributed,
     identical_replicas,
+    one_token_batch,
     reference,
     rel_change,
     worker_steps,
@@ -83,12 +83,6 @@ def test_ddp_idle_ranks_in_epoch_mode_are_exact(idle, comm_world) -> None:
     assert strategy.info()["join"]["used"] == (idle == "join")
 
 
-def _one_token_batch() -> Batch:
-    """One sentence with one target token: the fewest loss tokens a step can hold."""
-    return Batch(src=np.array([[5, 6]]), src_len=np.array([2]), tgt_in=np.array([[BOS]]),
-                 tgt_out=np.array([[EOS]]), tgt_len=np.array([1]))
-
-
 @pytest.mark.parametrize("others", ["one token in all", "no batch anywhere"])
 def test_ddp_zero_step_of_an_idle_rank(others, comm_world) -> None:
     # idle=zero: a rank without a batch joins DDP's bucket allreduces with a zero gradient
@@ -101,7 +95,7 @@ def test_ddp_zero_step_of_an_idle_rank(others, comm_world) -> None:
     strategy.setup(mine)
     last = [None] * comm_world.size
     if others == "one token in all":
-        last[0] = _one_token_batch()
+        last[0] = one_token_batch()
     steps = [*worker_steps(cfg, comm_world.size)[:2], last]  # momentum is non-zero by then
     losses = [strategy.step(step[comm_world.rank]) for step in steps]
     strategy.finish()

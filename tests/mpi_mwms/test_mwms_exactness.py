@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hvdscale.corpora.corpus import BOS, EOS, Batch
 from hvdscale.frameworks.tf.mwms import MWMSTF
 from tests.exactness import (
     CUSTOM,
@@ -18,6 +17,7 @@ from tests.exactness import (
     check_exact,
     distributed,
     identical_replicas,
+    one_token_batch,
     worker_steps,
 )
 from tests.exactness import config as _config
@@ -68,8 +68,7 @@ def test_mwms_step_with_one_token_or_none_in_all(others, comm_world) -> None:
     strategy.setup(mine)
     last = [None] * comm_world.size
     if others == "one token in all":
-        last[0] = Batch(src=np.array([[5, 6]]), src_len=np.array([2]), tgt_in=np.array([[BOS]]),
-                        tgt_out=np.array([[EOS]]), tgt_len=np.array([1]))
+        last[0] = one_token_batch()
     steps = [*worker_steps(cfg, comm_world.size), last]  # momentum is non-zero by then
     losses = [strategy.step(step[comm_world.rank]) for step in steps]
     strategy.finish()
