@@ -9,6 +9,18 @@ _ANNOTATION = ("equivalent: an attribute's annotation is never evaluated (PEP 52
 _UNTIL_START = ("equivalent: start is read only once begin() has set it (after_step refuses a "
                 "measured step before begin(), and train_s is called from there)")
 EQUIVALENT: dict[tuple[str, str, str], str] = {
+    ("ps_tokens", "problems: list[str] = []", "problems: list[str] = None"):
+        "equivalent: a rank that serves nothing finds no problem, and agree() reads its entry "
+        "as false; the servers (ranks 0 to s-1) come first in its allgather, so the first "
+        "problem is found before any worker's entry is read",
+    ("ps_tokens", "for s, (lo, hi) in zip(self.servers, self.shards, strict=True):",
+     "for s, (lo, hi) in zip(self.servers, self.shards, strict=False):"):
+        "equivalent: shards are made one per server (partition(n, len(servers))), so the "
+        "lengths always match",
+    ("ps_tokens", "worker_reqs += self._worker_pull()", "worker_reqs = self._worker_pull()"):
+        "equivalent in values: the push's sends go unwaited, but a server replies only after "
+        "its receives of every push complete, so the pull's completion implies theirs; only "
+        "the request handles leak",
     ("until", "self.reached: bool | None = None if not until.active else False",
      "self.reached: bool & None = None if not until.active else False"): _ANNOTATION,
     ("until", "self.start_loss: float | None = None", "self.start_loss: float & None = None"):
@@ -71,6 +83,11 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
 """(module, line before, line after) of a mutant no test can tell apart: why, in one line."""
 
 KILLED_AFTER: dict[tuple[str, str, str], str] = {
+    ("ps_tokens", "problems += found", "problems = found"):
+        "test_sparse.py::test_ps_bad_push_is_one_error_everywhere[*-a server too]",
+    ("ps_tokens", "whole = not found and all(ids is not None or rows is not None",
+     "whole = not found and all(ids is not None and rows is not None"):
+        "test_sparse.py::test_ps_sparse_auto_sends_each_table_its_cheaper_way",
     ("rendezvous_choice", "h0, own0, named = ranks[0]", "h0, own0, named = ranks[1]"):
         "test_rendezvous.py::test_job_addresses_per_rank_from_rank_0s_host_on",
     ("noise_scale", "if g2.mean() <= 0:", "if g2.mean() < 0:"):

@@ -140,12 +140,13 @@ def ps_pair(framework: str, optim: str, placement: str, servers: int, world: Any
     return info
 
 
-def bad_push(framework: str, world: Any, monkeypatch: Any, what: str) -> None:
-    """One worker pushes rows out of range (``range``), a row id twice (``repeat``) or values
-    of the wrong width (``shape``): every rank raises the same clear error, and the ranks can
-    talk after it."""
+def bad_push(framework: str, world: Any, monkeypatch: Any, what: str,
+             who: int | None = None) -> None:
+    """One worker (rank ``who``; None: the last) pushes rows out of range (``range``), a row id
+    twice (``repeat``) or values of the wrong width (``shape``): every rank raises the same
+    clear error, and the ranks can talk after it."""
     cfg = sparse_config(framework, "ps", "sgd", "strategy.ps.sparse_embeddings=on")
-    if world.rank == world.size - 1:
+    if world.rank == (world.size - 1 if who is None else who):
         if what in ("range", "repeat"):  # a token id past the table, or one sent twice
             def touched_rows(self: Any, batch: Any) -> list[np.ndarray]:
                 return [np.append(ids, t.rows if what == "range" else ids[-1]) for ids, t in

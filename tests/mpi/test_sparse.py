@@ -11,7 +11,7 @@ import pytest
 
 from hvdscale.core.world import is_gloo_launch
 from tests.exactness import PS_CASES
-from tests.sparse_cases import OPTIMIZERS, bad_push, gathered_pair, ps_pair
+from tests.sparse_cases import OPTIMIZERS, bad_push, gathered_pair, ps_pair, run_pair, sparse_config
 
 REL_TOL = 1e-5
 """As the dense exactness tests: float32 sums in another order; the naive mean is far off."""
@@ -48,9 +48,27 @@ def test_ps_sparse_table_split_over_servers(optim, hvd, comm_world) -> None:
 
 @pytest.mark.np3
 @needs_mpi_launch
+@pytest.mark.parametrize("who", ["a worker", "a server too"])
 @pytest.mark.parametrize("what", ["range", "repeat", "shape"])
-def test_ps_bad_push_is_one_error_everywhere(what, hvd, comm_world, monkeypatch) -> None:
-    bad_push("torch", comm_world, monkeypatch, what)
+def test_ps_bad_push_is_one_error_everywhere(what, who, hvd, comm_world, monkeypatch) -> None:
+    # "a server too": rank 0 both pushes and serves, so its own push's problem must join
+    # what it finds in the pushes it receives.
+    bad_push("torch", comm_world, monkeypatch, what, 0 if who == "a server too" else None)
+
+
+@pytest.mark.np3
+@needs_mpi_launch
+def test_ps_sparse_auto_sends_each_table_its_cheaper_way(hvd, comm_world) -> None:
+    # auto: the 1400-word source table goes as rows (few touched), a 20-word target table
+    # whole (most rows touched): one step's push mixes both, and stays exact.
+    ps = ("strategy.ps.placement=colocated", "strategy.ps.num_servers=1", SPLIT_SRC_VOCAB,
+          "model.tgt_vocab=20")
+    info = run_pair(sparse_config("torch", "ps", "momentum", *ps,
+                                  "strategy.ps.sparse_embeddings=auto"),
+                    sparse_config("torch", "ps", "momentum", *ps), comm_world,
+                    lambda s: s.num_workers, REL_TOL)
+    choices = info["sparse_embeddings"]["choices"]
+    assert choices["sparse_pushes"] > 0 and choices["dense_pushes"] > 0, choices
 
 
 @pytest.mark.np3
