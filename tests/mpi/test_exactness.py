@@ -103,11 +103,14 @@ def test_ps_equals_one_process_and_horovod(placement, servers, model, hvd, comm_
 
 
 @pytest.mark.skipif(is_gloo_launch(), reason="the parameter server needs an MPI launch")
+@pytest.mark.parametrize("sparse", ["off", "on"])
 @pytest.mark.parametrize("others", ["one token in all", "no batch anywhere"])
-def test_ps_step_with_one_token_or_none_in_all(others, comm_world) -> None:
-    # The servers' token total decides: one loss token in all is an update (its gradient over
-    # that one token); none in all is no update, since 0/0 would fill the gradient with NaN.
-    cfg = _cfg("ps", "strategy.ps.placement=colocated", "strategy.ps.num_servers=1")
+def test_ps_step_with_one_token_or_none_in_all(others, sparse, comm_world) -> None:
+    # The servers' token total decides, dense or with sparse embedding rows: one loss token
+    # in all is an update (its gradient over that one token); none in all is no update, since
+    # 0/0 would fill the gradient with NaN.
+    cfg = _cfg("ps", "strategy.ps.placement=colocated", "strategy.ps.num_servers=1",
+               f"strategy.ps.sparse_embeddings={sparse}")
     mine = adapter(cfg)
     strategy = ParameterServer(cfg.strategy.ps, comm_world)
     strategy.setup(mine)
