@@ -13,6 +13,9 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
         "equivalent: a rank that serves nothing finds no problem, and agree() reads its entry "
         "as false; the servers (ranks 0 to s-1) come first in its allgather, so the first "
         "problem is found before any worker's entry is read",
+    ("ps_tokens", "touched: list[np.ndarray] = []", "touched: list[np.ndarray] = None"):
+        "equivalent: only a computing rank's push reads touched, and a computing rank always "
+        "sets it (its batch's rows, or none per table); a serve-only rank never reads it",
     ("ps_tokens", "for s, (lo, hi) in zip(self.servers, self.shards, strict=True):",
      "for s, (lo, hi) in zip(self.servers, self.shards, strict=False):"):
         "equivalent: shards are made one per server (partition(n, len(servers))), so the "

@@ -21,9 +21,16 @@ def score(mod: dict[str, Any]) -> tuple[int, int, float]:
     """(equivalent mutants, non-equivalent mutants, share of those killed) of one module."""
     # A mutant whose tests ran past mutmut's limit did not pass them: detected, as mutation
     # tools count it (a hang is a failure), and on a loaded machine a slow start is no survivor.
-    eq = sum(1 for s in mod["survivors"] if s["equivalent"] and s["status"] != "bad_timeout")
+    # mutmut's "suspicious" is a mutant its tests failed, only more slowly than the baseline
+    # run: killed (``killed`` below counts both).
+    eq = sum(1 for s in mod["survivors"] if s["equivalent"] and s["status"] == "bad_survived")
     real = mod["mutants"] - eq - mod["untested"]
-    return eq, real, ((mod["killed"] + mod["timed_out"]) / real if real else 1.0)
+    return eq, real, ((killed(mod) + mod["timed_out"]) / real if real else 1.0)
+
+
+def killed(mod: dict[str, Any]) -> int:
+    """Mutants whose tests failed: mutmut's killed and its suspicious (failed, slowly)."""
+    return mod["killed"] + mod.get("suspicious", 0)
 
 
 def meets_goal(mod: dict[str, Any]) -> bool:
@@ -41,7 +48,7 @@ def render(raw: dict[str, Any], planned: list[str]) -> str:
            "|---|---|---|---|---|---|---|---|---|---|"]
     for m in raw["modules"]:
         eq, _, sc = score(m)
-        out.append(f"| {m['name']}{' *' if m['full'] else ''} | {m['mutants']} | {m['killed']} "
+        out.append(f"| {m['name']}{' *' if m['full'] else ''} | {m['mutants']} | {killed(m)} "
                    f"| {m['survived']} | {m['timed_out']} | {eq} | {100 * sc:.1f}% | "
                    f"{_goal(m)} | {m['seconds']:.0f} | "
                    f"{m['load_before'][0]:.1f}/{m['load_after'][0]:.1f} |")
@@ -78,5 +85,7 @@ def _goal(m: dict[str, Any]) -> str:
 def _after(name: str, s: dict[str, Any]) -> str:
     if s["status"] == "bad_timeout":
         return "detected (its tests did not pass in time)"
+    if s["status"] == "ok_suspicious":
+        return "killed (its tests failed, more slowly than the unmutated run)"
     test = KILLED_AFTER.get((name, s["before"], s["after"]))
     return f"OPEN in this run; killed since by {test}" if test else "OPEN"

@@ -159,7 +159,7 @@ def bad_push(framework: str, world: Any, monkeypatch: Any, what: str,
     with pytest.raises(HvdscaleError) as err:
         distributed(cfg, world)
     msg = str(err.value)
-    assert "bad sparse push" in msg
+    assert "parameter server: bad sparse push or reply: rank " in msg, msg
     assert {"range": "outside rows [0, ", "repeat": "not strictly increasing",
             "shape": "expected"}[what] in msg
     assert world.allgather(msg) == [msg] * world.size  # the same error on every rank

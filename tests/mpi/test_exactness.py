@@ -118,11 +118,19 @@ def test_ps_step_with_one_token_or_none_in_all(others, sparse, comm_world) -> No
     if others == "one token in all":
         last[0] = one_token_batch()
     steps = [*worker_steps(cfg, comm_world.size), last]
-    losses = [strategy.step(step[comm_world.rank]) for step in steps]
+    losses = [strategy.step(step[comm_world.rank]) for step in steps[:-1]]
+    sx = strategy.sparse if strategy.serves else None
+    before = dict(sx.stats) if sx is not None else {}
+    losses.append(strategy.step(last[comm_world.rank]))
     strategy.finish()
     check_exact(cfg, mine.params_buffer().astype(np.float64), comm_world.size, REL_TOL,
                 steps=steps)
     assert last[comm_world.rank] is not None or losses[-1] == 0.0, losses  # no batch, no loss
+    if sx is not None and others == "no batch anywhere":
+        # Idle workers push their dense part and no embedding row: the server received only
+        # the dense bytes of its shard from each worker.
+        dense = sum(g.hi - g.lo for g in sx.segs[comm_world.rank] if not g.sparse_capable) * 4
+        assert sx.stats["push_bytes"] - before["push_bytes"] == comm_world.size * dense
 
 
 @pytest.mark.skipif(is_gloo_launch(), reason="the parameter server needs an MPI launch")
