@@ -100,15 +100,18 @@ def test_two_host_sweep_through_horovodrun_hostfile(hosts: TwoHosts, tmp_path: P
 
 # Each rank starts the side channel over MPI's allgather and asks the other (hvdscale.core.peers).
 ASK = """
-import json, socket
+import json, socket, sys
 from mpi4py import MPI
 from hvdscale.core.peers import start_peers
 w = MPI.COMM_WORLD
 st = {"phase": "step 1", "step": 1, "kind": "compute", "for_s": 1.0, "waiting": False}
 p = start_peers(w.rank, w.allgather, lambda: st)
 got = p.ask(timeout_s=5.0)
-print("PEERS " + json.dumps({"host": socket.gethostname(), "bound": p.me["addr"],
-                             "got": got}), flush=True)
+# One write per line: unbuffered, print writes the text and its newline apart, and mpirun
+# then interleaved the two ranks' pieces on one line (seen once in CI under load).
+sys.stdout.write("PEERS " + json.dumps({"host": socket.gethostname(), "bound": p.me["addr"],
+                                        "got": got}) + "\\n")
+sys.stdout.flush()
 w.barrier()
 """
 

@@ -150,7 +150,11 @@ def test_ctrl_c_ends_the_live_line_names_the_step_and_raises_keyboard_interrupt(
             p.step(step)
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(5)  # the handler raises here
+            # The handler raises here. Short sleeps: a signal the kernel gave to the reporter
+            # thread interrupts no sleep of this one, and the handler then runs only once a
+            # sleep ends (one 5-s sleep ended outside this block once, under load).
+            for _ in range(500):
+                time.sleep(0.01)
         out = _read(master, b"\n")
         p.close()
         assert signal.getsignal(signal.SIGINT) is before  # handlers are put back
