@@ -175,6 +175,27 @@ def one_token_batch() -> Batch:
                  tgt_out=np.array([[EOS]]), tgt_len=np.array([1]))
 
 
+def one_token_or_none(cfg: RunConfig, world: Any, strategy: Strategy, mine: Any, others: str,
+                      tol: float, steps_before: int = K_STEPS,
+                      before_last: Callable[[], None] | None = None) -> None:
+    """Train ``strategy`` (set up on ``mine``) on the first ``steps_before`` uneven steps, then
+    one step with a single loss token on rank 0 and no batch elsewhere (``others`` "one token
+    in all") or no batch anywhere; assert the parameters are one process's and that a rank
+    without a batch returned 0.0, checked after the last collective (``before_last``: called
+    just before the last step)."""
+    last: list[Batch | None] = [None] * world.size
+    if others == "one token in all":
+        last[0] = one_token_batch()
+    steps = [*worker_steps(cfg, world.size)[:steps_before], last]
+    losses = [strategy.step(step[world.rank]) for step in steps[:-1]]
+    if before_last is not None:
+        before_last()
+    losses.append(strategy.step(last[world.rank]))
+    strategy.finish()
+    check_exact(cfg, mine.params_buffer().astype(np.float64), world.size, tol, steps=steps)
+    assert last[world.rank] is not None or losses[-1] == 0.0, losses  # no batch, no loss
+
+
 def worker_steps(cfg: RunConfig, nworkers: int) -> list[list]:
     """Per step, the batch (or None) of every worker, rebuilt from the agreed schedule."""
     plans = [plan(cfg, w, nworkers) for w in range(nworkers)]

@@ -25,7 +25,7 @@ from tests.exactness import (
     distributed,
     identical_replicas,
     model_overrides,
-    one_token_batch,
+    one_token_or_none,
     ps_case,
     ps_cases,
     reference,
@@ -114,18 +114,10 @@ def test_ps_step_with_one_token_or_none_in_all(others, sparse, comm_world) -> No
     mine = adapter(cfg)
     strategy = ParameterServer(cfg.strategy.ps, comm_world)
     strategy.setup(mine)
-    last = [None] * comm_world.size
-    if others == "one token in all":
-        last[0] = one_token_batch()
-    steps = [*worker_steps(cfg, comm_world.size), last]
-    losses = [strategy.step(step[comm_world.rank]) for step in steps[:-1]]
     sx = strategy.sparse if strategy.serves else None
-    before = dict(sx.stats) if sx is not None else {}
-    losses.append(strategy.step(last[comm_world.rank]))
-    strategy.finish()
-    check_exact(cfg, mine.params_buffer().astype(np.float64), comm_world.size, REL_TOL,
-                steps=steps)
-    assert last[comm_world.rank] is not None or losses[-1] == 0.0, losses  # no batch, no loss
+    before: dict = {}
+    one_token_or_none(cfg, comm_world, strategy, mine, others, REL_TOL,
+                      before_last=lambda: before.update(sx.stats if sx is not None else {}))
     if sx is not None and others == "no batch anywhere":
         # Idle workers push their dense part and no embedding row: the server received only
         # the dense bytes of its shard from each worker.

@@ -19,7 +19,7 @@ from tests.exactness import (
     config,
     distributed,
     identical_replicas,
-    one_token_batch,
+    one_token_or_none,
     reference,
     rel_change,
     worker_steps,
@@ -93,15 +93,8 @@ def test_ddp_zero_step_of_an_idle_rank(others, comm_world) -> None:
     mine = adapter(cfg)
     strategy = DDPStrategy(cfg.strategy.ddp, comm_world)
     strategy.setup(mine)
-    last = [None] * comm_world.size
-    if others == "one token in all":
-        last[0] = one_token_batch()
-    steps = [*worker_steps(cfg, comm_world.size)[:2], last]  # momentum is non-zero by then
-    losses = [strategy.step(step[comm_world.rank]) for step in steps]
-    strategy.finish()
-    params = mine.params_buffer().astype(np.float64)
-    check_exact(cfg, params, comm_world.size, REL_TOL, steps=steps)
-    assert last[comm_world.rank] is not None or losses[-1] == 0.0, losses  # no batch, no loss
+    # two steps first: momentum is non-zero by then
+    one_token_or_none(cfg, comm_world, strategy, mine, others, REL_TOL, steps_before=2)
 
 
 def _judge_compressed(cfg, params: np.ndarray, world, tol: float) -> float:

@@ -7,7 +7,6 @@ harness, tests/exactness.py), as Horovod's TensorFlow cases in tests/mpi_tf.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from hvdscale.frameworks.tf.mwms import MWMSTF
@@ -17,7 +16,7 @@ from tests.exactness import (
     check_exact,
     distributed,
     identical_replicas,
-    one_token_batch,
+    one_token_or_none,
     worker_steps,
 )
 from tests.exactness import config as _config
@@ -66,12 +65,4 @@ def test_mwms_step_with_one_token_or_none_in_all(others, comm_world) -> None:
     mine = adapter(cfg)
     strategy = MWMSTF(cfg.strategy.mwms, comm_world)
     strategy.setup(mine)
-    last = [None] * comm_world.size
-    if others == "one token in all":
-        last[0] = one_token_batch()
-    steps = [*worker_steps(cfg, comm_world.size), last]  # momentum is non-zero by then
-    losses = [strategy.step(step[comm_world.rank]) for step in steps]
-    strategy.finish()
-    check_exact(cfg, mine.params_buffer().astype(np.float64), comm_world.size, REL_TOL,
-                steps=steps)
-    assert last[comm_world.rank] is not None or losses[-1] == 0.0, losses  # no batch, no loss
+    one_token_or_none(cfg, comm_world, strategy, mine, others, REL_TOL)
