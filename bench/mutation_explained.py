@@ -90,13 +90,6 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
 """(module, line before, line after) of a mutant no test can tell apart: why, in one line."""
 
 KILLED_AFTER: dict[tuple[str, str, str], str] = {
-    ("ps_tokens", "problems += found", "problems = found"):
-        "test_sparse.py::test_ps_bad_push_is_one_error_everywhere[*-a server too]",
-    ("ps_tokens", "whole = not found and all(ids is not None or rows is not None",
-     "whole = not found and all(ids is not None and rows is not None"):
-        "test_sparse.py::test_ps_sparse_auto_sends_each_table_its_cheaper_way",
-    ("rendezvous_choice", "h0, own0, named = ranks[0]", "h0, own0, named = ranks[1]"):
-        "test_rendezvous.py::test_job_addresses_per_rank_from_rank_0s_host_on",
     ("noise_scale", "if g2.mean() <= 0:", "if g2.mean() < 0:"):
         "test_noise_scale_summary.py::test_no_estimate_when_mean_g2_is_zero",
     ("doctor_network", 'first = [a[0] for a in hosts[0]["addresses"]]',
