@@ -75,12 +75,19 @@ def test_under_mpirun_progress_comes_from_rank_0_only(tmp_path: Path) -> None:
     assert "\r" not in r.stdout  # mpirun's output is a pipe here: plain lines
 
 
+# Open MPI 4 answers Ctrl-C with SIGCONT, a blocking sleep of odls_base_sigkill_timeout
+# seconds (1 by default; mpirun forwards no output meanwhile), SIGTERM, the same sleep, then
+# SIGKILL: a rank has that long to write its line. Once in CI a 2-core machine's stall outlasted
+# the default 1 s; 5 s still checks that the SIGTERM handler writes the line, without the race.
+SIGKILL_AFTER = {"OMPI_MCA_odls_base_sigkill_timeout": "5"}
+
+
 def test_ctrl_c_under_mpirun_on_a_terminal_leaves_a_clean_line(tmp_path: Path) -> None:
     pid, fd = pty.fork()
     if pid == 0:  # the child: mpirun on a terminal, as a user starts it
         os.chdir(ROOT)
         os.execvpe("mpirun", ["mpirun", "-np", "2", *RUN[:-4], "--out", str(tmp_path),
-                              "--set", "measure.steps=100000"], ENV)
+                              "--set", "measure.steps=100000"], {**ENV, **SIGKILL_AFTER})
     out = b""
     sent_at = None
     deadline = time.monotonic() + 240
