@@ -152,7 +152,8 @@ def test_ctrl_c_ends_the_live_line_names_the_step_and_raises_keyboard_interrupt(
         # Python runs a pending handler at whatever bytecode the main thread executes next; if
         # that is a finalizer the cyclic GC started (objects left by earlier tests), the
         # KeyboardInterrupt is printed as "Exception ignored" and lost. So collect now and
-        # keep the GC off until the handler has raised (it did fail that way in the full run).
+        # keep the GC off until the handler has raised. (The test failed intermittently in the
+        # full run; this mechanism was reproduced apart from it, as the likeliest cause.)
         gc.collect()
         gc.disable()
         try:
