@@ -11,6 +11,9 @@ test that needs a real run starts ``python -m hvdscale run`` as its own process 
 from __future__ import annotations
 
 import ctypes
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -48,3 +51,29 @@ def _no_mpi_launch_environment_left() -> Iterator[None]:
                     f"{', '.join(sorted(new))}); later launchers would inherit the singleton's "
                     f"environment. Run it as its own process (python -m hvdscale run ...).",
                     pytrace=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _builds_go_to_scratch() -> Iterator[None]:
+    """What the tests build (the offline bundle's Horovod wheel and its build venv) and what
+    pip downloads for them go to a folder of this session's own, removed at its end: never
+    into the user's ~/.cache/hvdscale (issue 49). tests/run.sh sets its own scratch folder for
+    every phase; HVDSCALE_TEST_CACHE=DIR keeps the builds in DIR between runs instead."""
+    keep = os.environ.get("HVDSCALE_TEST_CACHE")
+    if keep or os.environ.get("HVDSCALE_CACHE", "").startswith(tempfile.gettempdir()):
+        if keep:
+            os.environ["HVDSCALE_CACHE"] = keep
+        yield
+        return
+    scratch = tempfile.mkdtemp(prefix="hvdscale-test-cache-")
+    saved = {k: os.environ.get(k) for k in ("HVDSCALE_CACHE", "PIP_CACHE_DIR")}
+    os.environ.update(HVDSCALE_CACHE=f"{scratch}/cache", PIP_CACHE_DIR=f"{scratch}/pip")
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(scratch, ignore_errors=True)

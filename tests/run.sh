@@ -13,6 +13,15 @@ REPORTS=${HVDSCALE_TEST_REPORTS:-$PWD/reports}
 export HVDSCALE_TEST_REPORTS=$REPORTS
 rm -rf "$REPORTS"
 mkdir -p "$REPORTS"
+# Leave no trace (issue 49): everything the tests build (the offline bundle's Horovod wheel and
+# build venv, simulated targets, pip's downloads, pytest's and Open MPI's temporary folders)
+# goes under one scratch folder that is removed at the end, never the user's caches. Short
+# path: Open MPI's and PMIx's sockets live under TMPDIR (108 bytes at most).
+SCRATCH=$(mktemp -d /tmp/hvdscale-tests.XXXXXX)
+trap 'rm -rf "$SCRATCH"' EXIT
+export TMPDIR=$SCRATCH HVDSCALE_CACHE=$SCRATCH/cache PIP_CACHE_DIR=$SCRATCH/pip
+user_cache=${XDG_CACHE_HOME:-$HOME/.cache}/hvdscale
+cache_before=$(find "$user_cache" 2>/dev/null | sort)
 failed=()
 phase() {
   local name=$1; shift
@@ -59,4 +68,10 @@ phase mpirun-np3-tf timeout 900 mpirun -np 3 --oversubscribe --tag-output "${PYT
 phase mpirun-np2-mwms timeout 900 mpirun -np 2 --tag-output "${PYTEST[@]}" tests/mpi_mwms
 phase mpirun-np3-mwms timeout 900 mpirun -np 3 --oversubscribe --tag-output "${PYTEST[@]}" \
   tests/mpi_mwms -m np3
+# What a run left in the user's cache (it may hold only what launch/install.sh put there).
+left=$(comm -13 <(echo "$cache_before") <(find "$user_cache" 2>/dev/null | sort) | head -5)
+if [ -n "$left" ]; then
+  echo "=== [no-trace] FAILED: the tests wrote into $user_cache:"; echo "$left"
+  failed+=("no-trace")
+fi
 python tests/summarize.py "$REPORTS" "${failed[@]}"

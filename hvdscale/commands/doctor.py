@@ -29,6 +29,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="also time a short allreduce against the link's expected bandwidth")
     common.add_json(d, "print the lines and the gathered facts as JSON")
     common.add_timeout(d, 120.0, "limit of each framework probe in seconds (default: 120)")
+    d.add_argument("--deadline", type=float, default=None, metavar="S",
+                   help="end the whole job when a rank has not finished in S seconds (default: "
+                   "--timeout + 60, plus the bench's budget with --bench)")
     return d
 
 
@@ -38,6 +41,8 @@ def handle(args: argparse.Namespace) -> int:
     from hvdscale.doctor.run import DoctorArgs, doctor
     from hvdscale.errors import HvdscaleError
 
+    if args.deadline is not None and args.deadline <= 0:
+        raise HvdscaleError(f"--deadline must be > 0 seconds (got {args.deadline:g})")
     if args.np is not None and args.np < 1:
         raise HvdscaleError(f"--np must be >= 1 (got {args.np})")
     if args.strategy is not None and args.strategy not in STRATEGIES:
@@ -49,4 +54,4 @@ def handle(args: argparse.Namespace) -> int:
 
         slots = [(h.name, h.slots) for h in parse_hostfile(args.hostfile).hosts]
     return doctor(DoctorArgs(args.np, slots, args.strategy, args.out, args.bench, args.json,
-                             args.timeout))
+                             args.timeout, args.deadline))

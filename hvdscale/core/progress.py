@@ -349,8 +349,17 @@ class Progress(ProgressReport):
         if threading.current_thread() is not threading.main_thread():
             return
         for sig in (signal.SIGINT, signal.SIGTERM):
-            self._signals[sig] = signal.getsignal(sig)
+            old = signal.getsignal(sig)
+            # An ignored signal stays ignored (a job started with `cmd &` from a script, or by
+            # a batch system, inherits SIGINT ignored, and Python itself then leaves it so):
+            # taking it over would end the live line with "interrupted" and then let the run go
+            # on. A handler set from C (None here) could not be put back, so it is left too.
+            if old is None or old == signal.SIG_IGN:
+                continue
+            self._signals[sig] = old
             signal.signal(sig, self._on_signal)
+        if not self._signals:
+            return  # both ignored: nothing to report, and no wake-up fd to put back
         # The C-level handler writes the signal number here at once, so the thread reports
         # even while the main thread is inside a collective.
         self._old_wakeup = signal.set_wakeup_fd(self._wfd, warn_on_full_buffer=False)

@@ -34,6 +34,9 @@ class DoctorArgs:
     bench: bool = False
     json: bool = False
     timeout: float = 120.0
+    deadline: float | None = None
+    """Seconds a rank may take in all before the job is ended (None: the probes' limit + 60,
+    plus the bench's budget)."""
 
 
 @dataclass(frozen=True)
@@ -128,12 +131,17 @@ class Deadline:
         self._done.set()
 
 
+def deadline_s(args: DoctorArgs) -> float:
+    """Seconds a rank may take in all: ``--deadline``, else the probes' limit, the others'
+    probes (run alongside), slack, and the bench's budget with ``--bench``."""
+    return args.deadline or args.timeout + 60 + (2 * BUDGET_S if args.bench else 0)
+
+
 def doctor(args: DoctorArgs) -> int:
     """Run the doctor on this rank; rank 0 prints the report. Returns the exit status."""
     world = _world()
     rank = world.rank if world else 0
-    # The probes' limit, the others' probes (run alongside), the bench's budget, slack.
-    deadline = Deadline(args.timeout + 60 + (2 * BUDGET_S if args.bench else 0), rank)
+    deadline = Deadline(deadline_s(args), rank)
     try:
         return _on_this_rank(args, world, deadline)
     finally:

@@ -132,6 +132,7 @@ def test_a_failing_rank_ends_the_job(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("args", "message"), [
     (["--strategy", "nope"], "--strategy must be one of horovod, independent, ps, ddp, mwms"),
     (["--np", "0"], "--np must be >= 1 (got 0)"),
+    (["--deadline", "0"], "--deadline must be > 0 seconds (got 0)"),
     (["--hostfile", "no/such/file"], "no/such/file"),
 ])
 def test_bad_input_is_one_clear_error(args: list[str], message: str) -> None:
@@ -142,11 +143,13 @@ def test_bad_input_is_one_clear_error(args: list[str], message: str) -> None:
 
 
 def test_a_hanging_rank_ends_the_job_at_the_deadline() -> None:
-    # Rank 1 hangs after its facts; rank 0 waits in the gather. --timeout 5: deadline 65 s.
+    # Rank 1 hangs after its facts; rank 0 waits in the gather. The deadline needs only to
+    # outlast the facts (the probes are cut at --timeout 5): 20 s proves what 65 s did (the
+    # default, --timeout + 60, is checked below without waiting it out; issue 49).
     t0 = time.monotonic()
-    r = run(["timeout", "300", "mpirun", "-np", "2", *DOCTOR, "--timeout", "5"],
-            {**ENV, "HVDSCALE_FAULT": "1:hang:gather"})
+    r = run(["timeout", "300", "mpirun", "-np", "2", *DOCTOR, "--timeout", "5",
+             "--deadline", "20"], {**ENV, "HVDSCALE_FAULT": "1:hang:gather"})
     assert r.returncode not in (0, 124), r.stdout + r.stderr
-    assert "the doctor did not finish within 65s" in r.stderr, r.stderr
+    assert "the doctor did not finish within 20s" in r.stderr, r.stderr
     assert "hvdscale doctor:" not in r.stdout
-    assert 60 < time.monotonic() - t0 < 240
+    assert 20 < time.monotonic() - t0 < 120

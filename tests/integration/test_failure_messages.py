@@ -68,11 +68,11 @@ def test_outside_the_steps_the_waiting_rank_names_the_frozen_rank(tmp_path: Path
     # Rank 1 freezes loading its data; rank 0 waits for it in the next collective until the
     # whole run's deadline.
     marker = f"name=frozen-data-{tmp_path.name}"
-    out, rc, took = _run("mpirun", tmp_path, "1:stop:data", "--set", "measure.run_timeout_s=30",
+    out, rc, took = _run("mpirun", tmp_path, "1:stop:data", "--set", "measure.run_timeout_s=15",
                          "--set", marker, timeout=150)
     assert rc != 0
-    assert took < 80, f"job took {took:.0f}s to end"
-    assert "hvdscale: error (rank 0): the run passed measure.run_timeout_s=30s" in out, \
+    assert took < 65, f"job took {took:.0f}s to end"
+    assert "hvdscale: error (rank 0): the run passed measure.run_timeout_s=15s" in out, \
         out[-3000:]
     assert "for the other ranks; it waits for rank 1 (no answer within 2s" in out, out[-3000:]
     assert _gone(marker), "the frozen rank survived the job"

@@ -86,6 +86,9 @@ SIGKILL_AFTER = {"OMPI_MCA_odls_base_sigkill_timeout": "5"}
 def test_ctrl_c_under_mpirun_on_a_terminal_leaves_a_clean_line(tmp_path: Path) -> None:
     pid, fd = pty.fork()
     if pid == 0:  # the child: mpirun on a terminal, as a user starts it
+        # A shell gives its foreground job SIGINT at its default, whatever pytest inherited
+        # (a suite started with `cmd &` from a script has it ignored; issue 49).
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.chdir(ROOT)
         os.execvpe("mpirun", ["mpirun", "-np", "2", *RUN[:-4], "--out", str(tmp_path),
                               "--set", "measure.steps=100000"], {**ENV, **SIGKILL_AFTER})

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from hvdscale.doctor import bench, cluster, host, network, ranks, report, software
+from hvdscale.doctor.bench import BUDGET_S
 from hvdscale.doctor.lines import FAIL, OK, WARN, Line, Plan, worst
-from hvdscale.doctor.run import DoctorArgs, Launch, judge, make_plan
+from hvdscale.doctor.run import DoctorArgs, Launch, deadline_s, judge, make_plan
 
 HVD_BUILT = {"mpi": 1, "gloo": 1, "nccl": 0, "cuda": 0, "rocm": 0, "ccl": 0, "ddl": 0}
 UNDEFINED = ("ImportError: /venv/lib/python3.11/site-packages/horovod/torch/mpi_lib_v2.cpython-"
@@ -305,3 +306,10 @@ def test_report_text_is_aligned_and_counts() -> None:
                    "                 fix: do this", "1 ok, 0 warn, 1 fail"]
     with pytest.raises(ValueError):
         Line("x", "bad", "")
+
+
+def test_the_deadline_is_the_probes_limit_plus_a_minute_unless_given() -> None:
+    # The integration test waits out a 20-s --deadline; the default is checked here.
+    assert deadline_s(DoctorArgs(timeout=5.0)) == 65.0
+    assert deadline_s(DoctorArgs(timeout=5.0, bench=True)) == 65.0 + 2 * BUDGET_S
+    assert deadline_s(DoctorArgs(timeout=5.0, bench=True, deadline=20.0)) == 20.0
