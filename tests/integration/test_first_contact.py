@@ -78,6 +78,9 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Pat
     versions = _run(py, "import torch, importlib.metadata as m; "
                     "print(torch.__version__, m.version('tensorflow-cpu'))").stdout.split()
     assert versions == [_version("torch"), _version("tensorflow-cpu")], versions
+    check = subprocess.run([str(py), "-m", "pip", "check"], capture_output=True, text=True,
+                           timeout=120, env=clean_env(), cwd="/")
+    assert check.returncode == 0, check.stdout  # every requirement met, as pip would leave it
     for absent in ("cffi", "pycparser", "horovod", "mpi4py", "hvdscale"):
         assert _run(py, f"import {absent}").returncode != 0, f"the target already has {absent}"
     yield venv, build_bundle(py, tmp, "bundle-target")

@@ -90,3 +90,27 @@ def test_a_shuffle_keeps_modules_together_and_repeats_from_its_seed() -> None:
     assert [i.nodeid for i in one] != [i.nodeid for i in items]
     within = [[i.nodeid for i in one if i.nodeid.startswith(f"tests/m{m}.py")] for m in range(5)]
     assert any(w != sorted(w) for w in within)  # the tests of a module are shuffled too
+
+
+def test_suite_timing_sums_modules_and_shows_the_change(tmp_path: Path) -> None:
+    from tools.suite_timing import main
+
+    def junit(name: str, times: dict[str, float]) -> Path:
+        cases = "".join(f'<testcase classname="tests.integration.{k.split("::")[0]}" '
+                        f'name="{k.split("::")[1]}" time="{v}"/>' for k, v in times.items())
+        path = tmp_path / name
+        path.write_text(f"<testsuites><testsuite>{cases}</testsuite></testsuites>")
+        return path
+
+    before = junit("b.xml", {"test_a::x": 60.0, "test_a::y": 7.5, "test_b::z": 30.0})
+    after = junit("a.xml", {"test_a::x": 20.0, "test_a::y": 7.5, "test_b::z": 31.0})
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main([str(before), str(after)]) == 0
+    text = buf.getvalue()
+    assert "total: 98 s in 3 tests -> 58 s in 3 tests" in text
+    assert "test_a | 67.5 (2) | 27.5 (2) | -40.0" in text
+    assert "test_a::x | 60.0 | 20.0" in text.splitlines()[-3]  # the slowest test first

@@ -57,10 +57,15 @@ def test_stops_at_the_target_and_records_the_curve(tmp_path: Path) -> None:
     assert curve[-1]["sentences"] == rec["sentences"] + batch  # the window ended there too
     assert q["words"] > rec["words"] and q["epochs"] > 0
     assert q["time_to_target_s"] == curve[-1]["train_s"] <= q["wall_s"]
-    # The clock opens with the window, so it covers measured step 0 as the window does (they
-    # differ by bookkeeping of microseconds; leaving step 0 out differs by a whole step).
+    # The clock opens with the window, so it covers measured step 0 as the window does:
+    # leaving step 0 out would make train_s short by a whole step. It can only run long: it
+    # counts the tracker's own bookkeeping after each step, which the window leaves out, and
+    # on a loaded host a preemption inside it (issue 49: 2.5 ms over a 4-ms step at load 2.3,
+    # one run in 30 when this bound was two-sided at half a step).
     window = rec["per_rank"][0]
-    assert abs(window["window_s"] - q["train_s"]) < 0.5 * window["step_time_median"]
+    short = window["window_s"] - q["train_s"]
+    assert short < 0.5 * window["step_time_median"], (short, window["step_time_median"])
+    assert -short < 0.05  # bookkeeping and a preemption, not a step from outside the window
     assert math.isclose(q["floor_perplexity"], math.exp(q["floor_loss"]))
 
 
