@@ -4,7 +4,8 @@
 ``model``, ``step:K``, ``results``); ``RANK:kill:POINT`` sends the process SIGKILL there,
 ``RANK:hang:POINT`` sleeps for an hour there, ``RANK:stop:POINT`` sends it SIGSTOP there (the
 whole process freezes, its watchdog threads too: a rank that cannot name itself, as on a
-frozen node), and ``RANK:mark:POINT`` only prints
+frozen node), ``RANK:slow:POINT`` sleeps ``SLOW_S`` there (a slow step, not a hang: a timing
+test's effect made larger than a loaded host's jitter), and ``RANK:mark:POINT`` only prints
 ``hvdscale-fault: rank R reached POINT`` to stderr (evidence for a test that the run got that
 far). RANK may be ``*`` (every rank); several specs are separated by commas, e.g.
 ``*:mark:step:2,1:kill:step:5``. With ``HVDSCALE_FAULT_ARGV=TEXT`` set, faults act only in a
@@ -22,6 +23,8 @@ import time
 
 FAULT_ENV = "HVDSCALE_FAULT"
 ARGV_ENV = "HVDSCALE_FAULT_ARGV"
+SLOW_S = 0.5
+"""Seconds a ``slow`` fault adds at its point."""
 
 
 def maybe_fault(rank: int, point: str) -> None:
@@ -37,7 +40,7 @@ def maybe_fault(rank: int, point: str) -> None:
         if want_rank not in ("*", str(rank)):
             continue
         kind, _, at = want_point.partition(":")
-        if kind in ("kill", "hang", "stop", "mark"):
+        if kind in ("kill", "hang", "stop", "mark", "slow"):
             if at != point:
                 continue
             if kind == "mark":
@@ -47,6 +50,8 @@ def maybe_fault(rank: int, point: str) -> None:
                 os.kill(os.getpid(), signal.SIGKILL)
             elif kind == "stop":
                 os.kill(os.getpid(), signal.SIGSTOP)
+            elif kind == "slow":
+                time.sleep(SLOW_S)
             else:
                 time.sleep(3600)
         elif want_point == point:
