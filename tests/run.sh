@@ -19,6 +19,9 @@ mkdir -p "$REPORTS"
 # path: Open MPI's and PMIx's sockets live under TMPDIR (108 bytes at most).
 SCRATCH=$(mktemp -d /tmp/hvdscale-tests.XXXXXX)
 trap 'rm -rf "$SCRATCH"' EXIT
+# As /tmp is (sticky, everyone's): the shared-results tests act as a colleague (runuser), who
+# must reach and make folders in it (mktemp's 0700 failed four of them).
+chmod 1777 "$SCRATCH"
 export TMPDIR=$SCRATCH HVDSCALE_CACHE=$SCRATCH/cache PIP_CACHE_DIR=$SCRATCH/pip
 user_cache=${XDG_CACHE_HOME:-$HOME/.cache}/hvdscale
 cache_before=$(find "$user_cache" 2>/dev/null | sort)
