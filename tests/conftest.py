@@ -65,7 +65,7 @@ def _builds_go_to_scratch() -> Iterator[None]:
             os.environ["HVDSCALE_CACHE"] = keep
         yield
         return
-    scratch = tempfile.mkdtemp(prefix="hvdscale-test-cache-")
+    scratch = tempfile.mkdtemp(prefix="hvs-test-cache-")
     saved = {k: os.environ.get(k) for k in ("HVDSCALE_CACHE", "PIP_CACHE_DIR")}
     os.environ.update(HVDSCALE_CACHE=f"{scratch}/cache", PIP_CACHE_DIR=f"{scratch}/pip")
     try:

@@ -17,7 +17,7 @@ mkdir -p "$REPORTS"
 # build venv, simulated targets, pip's downloads, pytest's and Open MPI's temporary folders)
 # goes under one scratch folder that is removed at the end, never the user's caches. Short
 # path: Open MPI's and PMIx's sockets live under TMPDIR (108 bytes at most).
-SCRATCH=$(mktemp -d /tmp/hvdscale-tests.XXXXXX)
+SCRATCH=$(mktemp -d /tmp/hvs-tests.XXXXXX)
 trap 'rm -rf "$SCRATCH"' EXIT
 # As /tmp is (sticky, everyone's): the shared-results tests act as a colleague (runuser), who
 # must reach and make folders in it (mktemp's 0700 failed four of them).

@@ -236,11 +236,14 @@ def test_a_node_dying_mid_job_fails_the_point_and_ends_the_job(cluster: Cluster,
     if launcher == "srun":  # SLURM itself found the node dead (mpirun and horovodrun can be
         # quicker: they see their daemon's connection drop)
         assert cluster.states().get(cluster.names[1], "").startswith("down"), cluster.states()
-    # Nothing of the job is left on the surviving node.
+    # Nothing of the job is left on the surviving node: no hvdscale process (`python -m
+    # hvdscale ...` or the `hvdscale` script). By argument, not substring: the node's own sshd
+    # names its config under the run's temporary folder, whatever that is called.
     left = []
     for pid in ns_pids(cluster.ns[0]):
         with contextlib.suppress(psutil.Error):
-            if "hvdscale" in " ".join(cmd := psutil.Process(pid).cmdline()):
+            cmd = psutil.Process(pid).cmdline()
+            if any(Path(arg).name == "hvdscale" for arg in cmd):
                 left.append(cmd)
     assert not left, left
     print(f"{launcher}: job ended {took:.0f} s after the node died")
