@@ -119,6 +119,7 @@ def write_atomic(path: Path, data: dict) -> None:
     with os.fdopen(fd, "w") as f:
         json.dump(data, f, indent=1)
         f.write("\n")
+    os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a results file from its readers
     os.replace(tmp, path)
 
 
