@@ -14,7 +14,10 @@ import sys
 import termios
 import textwrap
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -140,16 +143,27 @@ def test_plain_lines_when_not_a_terminal(tmp_path: Path) -> None:
     assert "\r" not in (tmp_path / "out.txt").read_text()
 
 
-def test_ctrl_c_ends_the_live_line_names_the_step_and_raises_keyboard_interrupt() -> None:
+@contextmanager
+def _live_on_pty(sigint: Any) -> Iterator[tuple[Progress, int]]:
+    """A live Progress on a pseudo-terminal (and the terminal's master side), made while
+    SIGINT's disposition is ``sigint``; the disposition the process had is put back after."""
     master, slave = _pty()
     stream = os.fdopen(slave, "w")
+    inherited = signal.signal(signal.SIGINT, sigint)
+    try:
+        yield Progress(stream, every_s=0.05, live=True), master
+    finally:
+        signal.signal(signal.SIGINT, inherited)
+        stream.close()
+        os.close(master)
+
+
+def test_ctrl_c_ends_the_live_line_names_the_step_and_raises_keyboard_interrupt() -> None:
     # A terminal's Ctrl-C reaches a process whose SIGINT is Python's default handler. A pytest
     # started in the background by a script (`cmd &`) inherits SIGINT ignored instead, and then
     # nothing may raise (issue 49: this test failed exactly so, "DID NOT RAISE", whenever the
     # suite was started that way, and passed otherwise); the ignored case has its own test.
-    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        p = Progress(stream, every_s=0.05, live=True)
+    with _live_on_pty(signal.default_int_handler) as (p, master):
         p.begin(1, 10, meter=FakeMeter())
         for step in range(-1, 3):
             p.step(step)
@@ -171,10 +185,6 @@ def test_ctrl_c_ends_the_live_line_names_the_step_and_raises_keyboard_interrupt(
         out = _read(master, b"\n")
         p.close()
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
-    finally:
-        signal.signal(signal.SIGINT, inherited)
-        stream.close()
-        os.close(master)
     text = out.decode()
     last = text.rsplit("\r\x1b[K", 1)[1]
     assert last.startswith("hvdscale: interrupted at measured step 3/10 | "), text
@@ -184,11 +194,7 @@ def test_ctrl_c_ends_the_live_line_names_the_step_and_raises_keyboard_interrupt(
 def test_an_ignored_sigint_stays_ignored_and_the_live_line_goes_on() -> None:
     # `hvdscale run ... &` from a script, nohup, some batch systems: SIGINT arrives ignored.
     # The run must ignore it as it would without the live line: no "interrupted", no end.
-    master, slave = _pty()
-    stream = os.fdopen(slave, "w")
-    inherited = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        p = Progress(stream, every_s=0.05, live=True)
+    with _live_on_pty(signal.SIG_IGN) as (p, master):
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # not taken over
         p.begin(0, 10, meter=FakeMeter())
         p.step(0)
@@ -199,10 +205,6 @@ def test_an_ignored_sigint_stays_ignored_and_the_live_line_goes_on() -> None:
         p.close()
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
         assert signal.set_wakeup_fd(-1) == -1  # SIGTERM's wake-up fd was put back too
-    finally:
-        signal.signal(signal.SIGINT, inherited)
-        stream.close()
-        os.close(master)
     assert b"interrupted" not in out and b"measured step 5/10" in out, out
 
 
