@@ -79,14 +79,16 @@ def link_stack(venv_python: Path, roots: tuple[str, ...]) -> list[str]:
     Python writes bytecode to a new file it renames. Returns the names linked."""
     import shutil
 
+    from packaging.utils import canonicalize_name
+
     site = Path(subprocess.run([str(venv_python), "-c", "import sysconfig; "
                                 "print(sysconfig.get_path('purelib'))"], check=True,
                                capture_output=True, text=True).stdout.strip())
-    have = dict(p.name[:-len(".dist-info")].rsplit("-", 1) for p in site.glob("*.dist-info"))
-    have = {k.lower().replace("_", "-"): v for k, v in have.items()}
+    have = {canonicalize_name(name): version for name, version in
+            (p.name[:-len(".dist-info")].rsplit("-", 1) for p in site.glob("*.dist-info"))}
     linked = []
     for dist in stack_closure(roots):
-        name = dist.metadata["Name"].lower().replace("_", "-")
+        name = canonicalize_name(dist.metadata["Name"])
         if have.get(name) == dist.version:
             continue
         if name in have:
