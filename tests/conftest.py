@@ -77,3 +77,31 @@ def _builds_go_to_scratch() -> Iterator[None]:
             else:
                 os.environ[k] = v
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+# Issue 49: tests/run.sh runs the single phase on two pytest workers (pytest-xdist, ``-n 2
+# --dist loadgroup --no-loadscope-reorder``): about half its wall time is spent waiting
+# (launches starting, deadlines met, daemons), so a second worker fills the idle core. A module
+# runs whole on one worker (its module fixtures are built once); modules that share one build
+# share a group. The longest groups start first, so neither worker is left with a long tail.
+_SHARED_GROUP = {"test_first_contact": "offline-bundle", "test_offline_bundle": "offline-bundle"}
+"""Modules that must run on one worker: both build the offline bundle's Horovod wheel into the
+same $HVDSCALE_CACHE/wheels (the second one uses the first one's)."""
+_LONG_FIRST = ("offline-bundle", "tests/integration/test_faults.py")
+"""Groups started first, longest first (tests/run.sh's junit: 700 s and 500 s of 2,200)."""
+
+
+def _group(item: pytest.Item) -> str:
+    path = item.nodeid.split("::", 1)[0]
+    return _SHARED_GROUP.get(path.rsplit("/", 1)[-1].removesuffix(".py"), path)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist: one group per module (shared where a build is shared), long groups first."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
+    order = {g: i for i, g in enumerate(_LONG_FIRST)}
+    items.sort(key=lambda i: order.get(_group(i), len(order)))  # stable: the rest as collected

@@ -27,10 +27,14 @@ user_cache=${XDG_CACHE_HOME:-$HOME/.cache}/hvdscale
 cache_before=$(find "$user_cache" 2>/dev/null | sort)
 failed=()
 phase() {
-  local name=$1; shift
+  local name=$1 start rc; shift
   echo "=== [$name] $*"
+  start=$(date +%s)
   "$@"
-  local rc=$?
+  rc=$?
+  # What each phase cost, as it ends (and in phases.tsv for tools/suite_timing.py's reader).
+  echo "=== [$name] done in $(( $(date +%s) - start )) s (exit $rc)"
+  printf '%s\t%s\t%s\n' "$name" "$(( $(date +%s) - start ))" "$rc" >>"$REPORTS/phases.tsv"
   # pytest's exit 5 (no tests collected) is a failure too: any non-zero exit is.
   if [ $rc -ne 0 ]; then
     echo "=== [$name] FAILED (exit $rc)"
@@ -41,13 +45,21 @@ phase() {
   fi
 }
 PYTEST=(python -m pytest -p no:cacheprovider --color=no -q)
+# The single phase on two pytest workers (pytest-xdist; issue 49): about half its time is
+# spent waiting (launches starting, deadlines met, daemons), so a second worker fills the idle
+# core. Each module runs whole on one worker, the longest first (tests/conftest.py).
+# HVDSCALE_TEST_WORKERS=0 runs it in one process, in the suite's order.
+WORKERS=${HVDSCALE_TEST_WORKERS:-2}
+XDIST=()
+[ "$WORKERS" = 0 ] || XDIST=(-n "$WORKERS" --dist loadgroup --no-loadscope-reorder)
 phase lint ruff check .
 # Every headline figure of bench/BENCHMARKS.md recomputed from its raw result in bench/results/.
 phase benchmarks python bench/check_benchmarks.py
 # SLURM daemons, munge, sshd and iproute2 for the integration tests that start a real
 # single-node SLURM and two hosts in network namespaces (apt, about 15 s once; then a no-op).
 phase system-deps bash launch/ci_system_deps.sh
-phase single "${PYTEST[@]}" tests/unit tests/integration --junitxml="$REPORTS/single.xml" \
+phase single "${PYTEST[@]}" "${XDIST[@]}" tests/unit tests/integration \
+  --junitxml="$REPORTS/single.xml" \
   ${HVDSCALE_TEST_SELECT:+-k "$HVDSCALE_TEST_SELECT"}
 # Issue 39: mutmut over the side channel's wire checks and the token-weighted reduction's slice
 # (bench/bench_mutation.py, targets marked ci): a test that cannot fail there fails this phase.

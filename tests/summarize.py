@@ -125,7 +125,9 @@ def collect(reports: str) -> tuple[dict[tuple[str, str], str], dict[tuple[str, s
         launch = re.sub(r"-rank\d+$", "", f.stem)
         rank = re.search(r"rank(\d+)$", f.stem)
         for case in ET.parse(f).getroot().iter("testcase"):
-            key = (launch, f"{case.get('classname')}.{case.get('name')}")
+            # xdist's loadgroup appends "@GROUP" to a test's name (tests/run.sh's single phase).
+            name = str(case.get("name")).split("@", 1)[0]
+            key = (launch, f"{case.get('classname')}.{name}")
             skipped = case.find("skipped")
             if case.find("failure") is not None or case.find("error") is not None:
                 state = "failed"

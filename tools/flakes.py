@@ -40,6 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PHASES = {"unit": ["tests/unit"], "integration": ["tests/integration"],
           "single": ["tests/unit", "tests/integration"]}
 """Named phases: the paths tests/run.sh gives pytest for them (``single`` is its phase)."""
+PHASE_ARGS = {"single": ["-n", "2", "--dist", "loadgroup", "--no-loadscope-reorder"]}
+"""The pytest arguments tests/run.sh adds for a phase (the single phase's two xdist workers)."""
 
 
 def failed_tests(junit: Path) -> tuple[list[str], Counter]:
@@ -59,7 +61,8 @@ def failed_tests(junit: Path) -> tuple[list[str], Counter]:
             counts[kind + "s"] += 1
         if bad:
             path = case.get("classname", "").replace(".", "/")
-            failed.append(f"{path}.py::{case.get('name')}")
+            name = str(case.get("name")).split("@", 1)[0]  # xdist's "@GROUP" suffix
+            failed.append(f"{path}.py::{name}")
     return failed, counts
 
 
@@ -157,14 +160,15 @@ def main(argv: list[str] | None = None) -> int:
         if not (ROOT / p.split("::")[0]).exists():
             ap.error(f"no such phase or path: {p} (phases: {', '.join(PHASES)})")
     seed0 = args.seed if args.seed is not None else random.randrange(1 << 30)
-    result = {"phase": args.phase, "paths": paths, "shuffle": args.shuffle,
+    extra = PHASE_ARGS.get(args.phase, []) + args.pytest_args.split()
+    result = {"phase": args.phase, "paths": paths, "shuffle": args.shuffle, "pytest_args": extra,
               "started": datetime.now(UTC).isoformat(timespec="seconds"),
               "host": platform.node(), "cores": os.cpu_count(), "python": platform.python_version(),
               "runs": [], "flaky": []}
     with tempfile.TemporaryDirectory(prefix="hvdscale-flakes-") as tmp:
         for i in range(args.runs):
             run = one_run(paths, i, seed0 + i if args.shuffle else None, Path(tmp), args.timeout,
-                          args.pytest_args.split())
+                          extra)
             result["runs"].append(run)
             result["flaky"] = rates(result["runs"])
             c = run["counts"]
