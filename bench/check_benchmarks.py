@@ -38,7 +38,11 @@ if str(ROOT / "bench") not in sys.path:  # emit, also when this file is loaded b
     sys.path.insert(0, str(ROOT / "bench"))
 from check_evidence import EVIDENCE_CHECKS  # noqa: E402  (issue 43's evidence run)
 from check_h100 import H100_CHECKS  # noqa: E402  (issue 38's H100 section)
+from check_verdicts import check_readme  # noqa: E402  (issue 50: README's figures, verdicts)
 from emit import quiet_label  # noqa: E402
+
+from hvdscale.records.store import RESULTS_FILE, load_records  # noqa: E402
+from hvdscale.study.sweep.overhead import unaccounted  # noqa: E402
 
 GENERATED = re.compile(r"<!-- generated: (.+?) -->\n(.*?)<!-- end generated -->", re.S)
 RENDER_CMD = re.compile(r"python bench/[\w]+\.py --render bench/results/[\w.-]+\.json")
@@ -305,11 +309,15 @@ them: the check is called with each raw file's contents, in this order)."""
 
 
 def _raw(path: Path) -> str | dict | list:
-    """A raw file's contents: text (.md, .log), a list of records (.jsonl), else JSON."""
+    """A raw file's contents: text (.md, .log), a list of records (.jsonl), else JSON. A
+    sweep's records its sweep never accounted for (finished after a deadline cut it: not in its
+    sweep_timing.jsonl) are left out, as ``hvdscale report`` leaves them out (issue 50)."""
     text = path.read_text()
     if path.suffix in (".md", ".log"):
         return text
     if path.suffix == ".jsonl":
+        if path.name == RESULTS_FILE:
+            return [rec for _, rec in unaccounted(load_records(path))[0]]
         return [json.loads(line) for line in text.splitlines() if line.strip()]
     return json.loads(text)
 
@@ -367,10 +375,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--md", default=str(ROOT / "bench" / "BENCHMARKS.md"))
     ap.add_argument("--results", default=str(ROOT / "bench" / "results"))
+    ap.add_argument("--readme", default=str(ROOT / "README.md"))
     args = ap.parse_args(argv)
     text = Path(args.md).read_text()
     n_fig, bad_fig = check_figures(text, Path(args.results))
     n_gen, bad_gen = check_generated(text)
+    # README's figures and verdicts (issue 50: check_verdicts.py).
+    n_readme, bad_readme = check_readme(Path(args.readme).read_text(),
+                                        lambda r: _raw(Path(args.results) / r))
+    n_fig, bad_fig = n_fig + n_readme, bad_fig + bad_readme
     for line in bad_fig + bad_gen:
         print(f"MISMATCH {line}")
     n_raw = sum(len(raws) for _, raws, _ in CHECKS)

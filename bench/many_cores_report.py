@@ -22,10 +22,11 @@ from typing import Any
 
 from hvdscale.config import load_config
 from hvdscale.records import schema
-from hvdscale.records.store import read_records
+from hvdscale.records.store import load_records
 from hvdscale.study.predict.inputs import reduced_bytes_per_step
 from hvdscale.study.predict.validate import evaluate
 from hvdscale.study.report.decompose import baseline, per_step
+from hvdscale.study.sweep.overhead import unaccounted
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,29 +34,39 @@ CONFIGS = {"demo": "configs/demo.yaml", "nmt_cpu_seed": "configs/nmt_cpu_seed.ya
 
 
 def _ok(folder: Path) -> list[dict]:
-    return [r for r in read_records(folder) if schema.is_ok(r)] if folder.is_dir() else []
+    """The ok records of one round's sweep, less those its sweep never accounted for (finished
+    after a deadline cut it; ``hvdscale.study.sweep.overhead.unaccounted``)."""
+    if not folder.is_dir():
+        return []
+    return [r for _, r in unaccounted(load_records(folder))[0] if schema.is_ok(r)]
 
 
 def scaling_rows(rounds: list[list[dict]]) -> list[dict]:
-    """Words/s, speedup, efficiency and breakdown per (strategy, n), rounds pooled."""
-    cells: dict[tuple[str, int], list[dict]] = {}
-    for recs in rounds:
+    """Words/s (median over the rounds, min-max), and the speedup paired within each round:
+    round k's n-rank words/s over round k's own 1-rank words/s of the same strategy (issue 50:
+    never over another round's base), its median and range over the rounds that have both."""
+    cells: dict[tuple[str, int], dict[int, dict]] = {}
+    for k, recs in enumerate(rounds):
         for r in recs:
-            cells.setdefault((schema.strategy_name(r), schema.workers(r)), []).append(r)
+            cells.setdefault((schema.strategy_name(r), schema.workers(r)), {})[k] = r
     rows = []
-    for (s, n), recs in sorted(cells.items()):
-        ws = [schema.words_per_s(r) for r in recs]
-        one = [schema.words_per_s(r) for r in cells.get((s, 1), [])]
+    for (s, n), by in sorted(cells.items()):
+        ws = [schema.words_per_s(r) for r in by.values()]
+        one = cells.get((s, 1), {})
+        sp = [schema.words_per_s(r) / schema.words_per_s(one[k]) for k, r in by.items()
+              if k in one]
         row: dict[str, Any] = {"strategy": s, "n": n, "rounds": len(ws),
                                "words_per_s": statistics.median(ws), "min": min(ws),
-                               "max": max(ws), "loadavg_1min": [schema.loadavg(r)[0] for r in recs]}
-        if one:
-            row["speedup"] = row["words_per_s"] / statistics.median(one)
+                               "max": max(ws), "paired_rounds": len(sp),
+                               "loadavg_1min": [schema.loadavg(r)[0] for r in by.values()]}
+        if sp:
+            row["speedup"] = statistics.median(sp)
+            row["speedup_min"], row["speedup_max"] = min(sp), max(sp)
             row["efficiency"] = row["speedup"] / n
-        ones = cells.get((s, 1), [])
+        ones = list(one.values())
         if ones:
             g1 = baseline(ones).g1
-            parts = [per_step(r, g1) for r in recs]
+            parts = [per_step(r, g1) for r in by.values()]
             row["breakdown_ms"] = {k: 1e3 * statistics.median(p[k] for p in parts)
                                    for k in ("compute", "comm", "idle")}
         rows.append(row)
@@ -86,9 +97,20 @@ def validation_rows(name: str, rounds: list[list[dict]], fit_max: int) -> list[d
     return out
 
 
+def speedup_cell(row: dict) -> str:
+    """The paired speedup: median, and its range when two or more rounds paired."""
+    if "speedup" not in row:
+        return "—"
+    if row.get("paired_rounds", 1) < 2:
+        return f"{row['speedup']:.2f}"
+    return f"{row['speedup']:.2f} [{row['speedup_min']:.2f}-{row['speedup_max']:.2f}]"
+
+
 def render(name: str, scaling: list[dict], valid: list[dict]) -> str:
     """Markdown for one config."""
-    lines = [f"## {name}", "", "| strategy | n | words/s (median) | min-max | speedup | "
+    lines = [f"## {name}", "", "Speed-up: each round's n ranks over the same round's 1 rank, "
+             "median [range] over the rounds that have both; a verdict needs 3 such rounds.", "",
+             "| strategy | n | words/s (median) | min-max | speedup | "
              "efficiency | compute ms | comm ms | idle ms | rounds |",
              "|:--|--:|--:|:--|--:|--:|--:|--:|--:|--:|"]
     negative = False
@@ -99,7 +121,7 @@ def render(name: str, scaling: list[dict], valid: list[dict]) -> str:
         comm, idle = (max(0.0, b.get(k, 0.0)) for k in ("comm", "idle"))
         negative |= b.get("comm", 0.0) < 0 or b.get("idle", 0.0) < 0
         lines.append(f"| {r['strategy']} | {r['n']} | {r['words_per_s']:,.0f} | "
-                     f"{r['min']:,.0f}-{r['max']:,.0f} | {r.get('speedup', float('nan')):.2f} | "
+                     f"{r['min']:,.0f}-{r['max']:,.0f} | {speedup_cell(r)} | "
                      f"{r.get('efficiency', float('nan')):.2f} | {b.get('compute', 0):.1f} | "
                      f"{comm:.1f} | {idle:.1f} | {r['rounds']} |")
     if negative:

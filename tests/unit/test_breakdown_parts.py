@@ -173,3 +173,20 @@ def test_each_round_is_split_against_its_own_one_worker_run() -> None:
     loss = [(WINDOW - WORDS / w1) / WINDOW * 100 for w1 in (WORDS / 1.25, WORDS / 1.5)]
     assert row["spread"]["loss_pct"] == (pytest.approx(min(loss)), pytest.approx(max(loss)))
     assert row["loss_pct"] == pytest.approx(sum(loss) / 2)
+
+
+def _wide(rec: dict, window: float = 3.0) -> dict:
+    """``rec`` with a window longer than its ranks' parts account for: most of the loss is
+    unexplained (1.05 s of 1.75 s per rank), more than any cause (compute slowdown 0.375 s)."""
+    return {**rec, "window_s": window, "words_per_s": rec["words"] / window}
+
+
+def test_the_dominant_part_is_chosen_among_all_parts_unexplained_included() -> None:
+    """Issue 50: the label chosen among the causes only would name compute slowdown here."""
+    out = breakdown.split_loss(_wide(_two()), [_base()])
+    assert out["unexplained"] > out["compute_slowdown"] == max(out[k] for k in breakdown.CAUSES)
+    assert out["dominant"] == "unexplained"
+    recs = _rounds([COMM, COMM])
+    recs = [_wide(r) if r["workers"] == 2 else r for r in recs]
+    (row,) = breakdown.breakdowns(recs)  # over rounds: the same rule
+    assert row["runs"] == 2 and row["dominant"] == "unexplained"

@@ -69,8 +69,18 @@ def test_refuses_when_the_best_spread_straddles_one() -> None:
 def test_refuses_with_one_round_and_when_everything_is_slower() -> None:
     one = recommend({"d": [100.0], "x": [150.0]}, "d")
     assert one["recommended"] is None and NO_WINNER in one["verdict"]
-    slower = recommend({"d": [100.0, 100.0], "x": [90.0, 95.0]}, "d")
+    slower = recommend({"d": [100.0] * 3, "x": [90.0, 95.0, 97.0]}, "d")
     assert slower["recommended"] is None and "slower in every round" in slower["verdict"]
+
+
+def test_two_winning_rounds_recommend_nothing_and_say_what_a_verdict_needs() -> None:
+    """Issue 50: a setting ahead in both of two rounds is not recommended; a third round that
+    agrees makes it the recommendation."""
+    two = recommend({"d": [100.0, 100.0], "x": [106.0, 103.0]}, "d")
+    assert two["candidate"] == "x" and two["recommended"] is None
+    assert "no verdict from 2 paired rounds: 1 more round needed" in two["verdict"]
+    three = recommend({"d": [100.0] * 3, "x": [106.0, 103.0, 104.0]}, "d")
+    assert three["recommended"] == "x" and "beats d in every round" in three["verdict"]
     assert recommend({"x": [1.0, 2.0]}, "d")["recommended"] is None  # no reference measured
 
 

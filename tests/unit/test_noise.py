@@ -120,7 +120,22 @@ def test_a_busy_point_is_named_first_and_marked_in_every_table(tmp_path: Path) -
 def test_paired_verdicts_come_from_one_place() -> None:
     s = paired_summary([1.1, 0.9, 1.2], [1.0, 1.0, 1.0])
     assert compare("a", "b", s).startswith(WITHIN_NOISE)
-    s = paired_summary([1.1, 1.05, None], [1.0, 1.0, 1.0])
+    s = paired_summary([1.1, 1.05, 1.2, None], [1.0, 1.0, 1.0, 1.0])
     assert compare("a", "b", s).startswith("a faster than b in every round")
-    assert compare("a", "b", paired_summary([0.9, 0.8], [1, 1])).startswith("b faster")
-    assert "no spread" in compare("a", "b", paired_summary([2.0], [1.0]))
+    assert s["consistent"]
+    three = paired_summary([0.9, 0.8, 0.95], [1, 1, 1])
+    assert compare("a", "b", three).startswith("b faster") and three["consistent"]
+
+
+def test_no_verdict_from_fewer_than_three_paired_rounds() -> None:
+    """Issue 50: two rounds agreeing is not a verdict. Below 3 the ratios and their range are
+    given with how many more rounds a verdict needs, never "faster"."""
+    two = paired_summary([1.1, 1.05, None], [1.0, 1.0, 1.0])  # the third round failed on a
+    assert not two["consistent"]
+    assert compare("a", "b", two) == ("no verdict from 2 paired rounds: 1 more round needed "
+                                      "(--repeats 3) (x1.075, rounds 1.050-1.100, n=2)")
+    one = compare("a", "b", paired_summary([2.0], [1.0]))
+    assert one.startswith("no verdict from 1 paired round: 2 more rounds needed")
+    assert "faster" not in one
+    # Rounds that straddle 1.0 say so at any count: that is no winner, not a verdict for one.
+    assert compare("a", "b", paired_summary([1.1, 0.9], [1, 1])).startswith(WITHIN_NOISE)

@@ -264,3 +264,18 @@ def test_ps_servers_come_from_the_records(tmp_path: Path, capsys: pytest.Capture
     assert per_byte * res["bytes_per_step"] == pytest.approx(0.1, rel=1e-6)
     assert main(["predict", "configs/demo.yaml", "--fit", str(tmp_path), "--servers", "1"]) == 2
     assert "num_servers=2" in capsys.readouterr().err
+
+
+def test_held_out_error_off_the_trend_comes_from_a_fit_that_never_saw_it() -> None:
+    """Issue 50: n=5 holds three times the trend's communication. Its held-out prediction is
+    the trend's own (the n <= 4 points lie exactly on it), so the miss is the whole jump; a fit
+    that saw n=5 would bend toward it and read a smaller miss."""
+    five = [_rec("independent", 5, 0.0)]
+    trend = fit_records(_records() + five + [_rec("ps", 5, 0.4)], 1.0, 1, [5])
+    off = fit_records(_records() + five + [_rec("ps", 5, 1.2)], 1.0, 1, [5])
+    expect = trend["strategies"]["ps"]["held_out"][5]["measured_words_per_s"]
+    held = off["strategies"]["ps"]["held_out"][5]
+    assert held["predicted_words_per_s"] == pytest.approx(expect, rel=1e-6)
+    assert held["error_pct"] == pytest.approx(
+        100 * (expect - held["measured_words_per_s"]) / held["measured_words_per_s"], rel=1e-6)
+    assert held["error_pct"] > 20  # the trend over-predicts the slow point by far

@@ -14,7 +14,14 @@ from typing import Any
 from hvdscale.config import OVERLAP_MODES
 from hvdscale.records import schema
 from hvdscale.study.fusion.settings import HOROVOD_DEFAULT, Setting
-from hvdscale.study.paired.recommend import paired_ratios, ratio_summary, recommend
+from hvdscale.study.paired.recommend import (
+    MIN_VERDICT_ROUNDS,
+    paired_ratios,
+    ratio_summary,
+    recommend,
+    rounds_short,
+    within_noise,
+)
 from hvdscale.study.plotting import pyplot, save
 
 
@@ -100,7 +107,8 @@ def _f(x: float | None, spec: str) -> str:
 def _gain(p: dict[str, Any] | None) -> str:
     if not p:
         return "—"
-    verdict = ("one round: no spread to judge noise by" if p["n"] < 2 else
+    verdict = ("within the rounds' noise" if within_noise(p) else
+               rounds_short(p["n"]) if p["n"] < MIN_VERDICT_ROUNDS else
                "beyond noise" if p["consistent"] else "within the rounds' noise")
     return (f"x{p['median']:.3f} (rounds {p['min']:.3f}–{p['max']:.3f}, n={p['n']}; "
             f"{verdict})")

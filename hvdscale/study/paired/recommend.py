@@ -2,7 +2,9 @@
 paired rounds: in each round every setting ran once, so a setting's words/s divided by the
 reference's words/s of the SAME round cancels what the round shared (a slow phase of a loaded
 machine). A setting is recommended only when its paired ratios lie above 1.0 in every round
-(their spread, min to max, does not straddle 1.0); otherwise the reference stays.
+(their spread, min to max, does not straddle 1.0) of at least ``MIN_VERDICT_ROUNDS``;
+otherwise the reference stays. Below that many rounds, the ratios and their range are given
+with how many more rounds a verdict needs (issue 50: two rounds agreeing is not a verdict).
 
 Used by ``hvdscale fusion`` (``hvdscale.study.fusion.report``) and by any other sweep whose
 rounds are interleaved the same way.
@@ -14,6 +16,9 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+MIN_VERDICT_ROUNDS = 3
+"""Paired rounds a verdict ("A beats B", "within X %", a recommendation) needs at least."""
 
 NO_WINNER = "no setting beats the defaults beyond noise"
 """The verdict when no setting's paired ratios all lie above 1.0."""
@@ -36,8 +41,18 @@ def ratio_summary(ratios: Sequence[float]) -> dict[str, Any] | None:
         return None
     return {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
             "n": len(ratios), "ratios": list(ratios),
-            # Every round (two at least) on one side of 1.0: beyond the rounds' noise.
-            "consistent": len(ratios) >= 2 and (min(ratios) > 1 or max(ratios) < 1)}
+            # Every round (MIN_VERDICT_ROUNDS at least) on one side of 1.0: beyond the noise.
+            "consistent": (len(ratios) >= MIN_VERDICT_ROUNDS
+                           and (min(ratios) > 1 or max(ratios) < 1))}
+
+
+def rounds_short(n: int) -> str:
+    """What ``n`` paired rounds lack for a verdict, in words ("" when they are enough)."""
+    need = MIN_VERDICT_ROUNDS - n
+    if need <= 0:
+        return ""
+    return (f"no verdict from {n} paired round{'s' * (n != 1)}: {need} more "
+            f"round{'s' * (need != 1)} needed (--repeats {MIN_VERDICT_ROUNDS})")
 
 
 WITHIN_NOISE = "within the noise"
@@ -57,28 +72,28 @@ def within_noise(s: dict[str, Any]) -> bool:
 
 def compare(a: str, b: str, s: dict[str, Any] | None) -> str:
     """One phrase on the paired ratio ``s`` of ``a`` over ``b``: which is faster in every
-    round, or that the difference is within the noise (the rounds straddle 1.0, or one round
-    shows no spread)."""
+    round, or that the difference is within the noise (the rounds straddle 1.0); below
+    ``MIN_VERDICT_ROUNDS`` the ratios without a verdict, and how many more rounds it needs."""
     if s is None:
         return "no paired rounds"
     spread = f"x{s['median']:.3f}, rounds {s['min']:.3f}-{s['max']:.3f}, n={s['n']}"
-    if s["n"] < 2:
-        return f"one paired round shows no spread (x{s['median']:.3f}): --repeats to tell"
     if within_noise(s):
         return f"{WITHIN_NOISE} ({spread})"
+    if s["n"] < MIN_VERDICT_ROUNDS:
+        return f"{rounds_short(s['n'])} ({spread})"
     if s["min"] > 1.0:
         return f"{a} faster than {b} in every round ({spread})"
     return f"{b} faster than {a} in every round ({spread})"
 
 
 def recommend(rounds: Mapping[str, Sequence[float | None]], reference: str,
-              min_rounds: int = 2) -> dict[str, Any]:
+              min_rounds: int = MIN_VERDICT_ROUNDS) -> dict[str, Any]:
     """Pick the setting with the best median paired ratio over ``reference``.
 
     Args:
         rounds: per setting label, its words/s in round 0, 1, ... (None: that round failed).
         reference: the label every ratio is taken over (the defaults).
-        min_rounds: fewer paired rounds than this cannot show a spread: no recommendation.
+        min_rounds: fewer paired rounds than this give no verdict, so no recommendation.
 
     Returns:
         ``reference``; ``ratios`` (label -> ``ratio_summary`` over the reference);
@@ -105,7 +120,7 @@ def recommend(rounds: Mapping[str, Sequence[float | None]], reference: str,
     s = scored[candidate]
     spread = f"x{s['median']:.3f}, rounds {s['min']:.3f}-{s['max']:.3f}, n={s['n']}"
     if s["n"] < min_rounds:
-        verdict = f"{NO_WINNER}: {s['n']} paired round(s) show no spread ({candidate}: {spread})"
+        verdict = f"{NO_WINNER}: {rounds_short(s['n'])} ({candidate}: {spread})"
     elif s["min"] > 1.0:
         verdict = f"{candidate} beats {reference} in every round ({spread})"
     elif s["max"] < 1.0:

@@ -20,7 +20,14 @@ from typing import Any
 
 from hvdscale.records import schema
 from hvdscale.records.experiment import strategy_label
-from hvdscale.study.paired.recommend import WITHIN_NOISE, paired_ratios, ratio_summary, within_noise
+from hvdscale.study.paired.recommend import (
+    MIN_VERDICT_ROUNDS,
+    WITHIN_NOISE,
+    paired_ratios,
+    ratio_summary,
+    rounds_short,
+    within_noise,
+)
 from hvdscale.study.paired.rounds import by_round, round_of
 from hvdscale.study.quality.time_to_quality import id_without, reached_at, source_name
 
@@ -112,26 +119,30 @@ def rule_verdict(rules: Mapping[str, Sequence[Outcome | None]]) -> dict[str, Any
                         if x is not None and x.reached and y is not None and not y.reached)
     s = ratio_summary(paired_ratios(_times(b), _times(a)))
     out["ratio"] = s
-    out["verdict"] = _sentence(win, run, stats, s, out["missed"])
+    both = sum(1 for x, y in zip(a, b, strict=False) if x is not None and y is not None)
+    out["verdict"] = _sentence(win, run, stats, s, (out["missed"], both))
     out["within_noise"] = bool(s is not None and not out["missed"] and within_noise(s))
     return out
 
 
 def _sentence(win: str, run: str, stats: Mapping[str, Any], s: dict[str, Any] | None,
-              missed: int) -> str:
-    """The verdict in words: a clear winner, or a difference within the noise."""
-    w, r = stats[win], stats[run]
+              missed_both: tuple[int, int]) -> str:
+    """The verdict in words: a clear winner, or a difference within the noise; below
+    ``MIN_VERDICT_ROUNDS`` rounds run by both (``missed_both``: the rounds the runner-up missed
+    and the winner reached, and the rounds both ran), no verdict."""
+    (missed, both), w, r = missed_both, stats[win], stats[run]
     reach = f"{win} reached the target in {w['reached']} of {w['runs']} rounds"
     if missed:
+        short = f"; {rounds_short(both)}" if both < MIN_VERDICT_ROUNDS else ""
         return (f"{reach}, {run} in {r['reached']} of {r['runs']}: {win} first "
-                f"({run} missed the target in {missed} round(s) {win} reached)")
+                f"({run} missed the target in {missed} round(s) {win} reached){short}")
     if s is None:
         return f"{reach}; {run} shares no round with it: no paired ratio"
     spread = f"x{s['median']:.2f}, rounds {s['min']:.2f}-{s['max']:.2f}, n={s['n']}"
-    if s["n"] < 2:
-        return f"{reach}; one paired round (x{s['median']:.2f} over {run}) shows no spread"
     if within_noise(s):
         return f"{win} vs {run}: {WITHIN_NOISE} ({spread})"
+    if s["n"] < MIN_VERDICT_ROUNDS:
+        return f"{reach}; {win} ahead of {run} by its median ({spread}): {rounds_short(s['n'])}"
     if s["min"] > 1.0:
         return f"{win} first, faster than {run} in every paired round ({spread})"
     return f"{win} first by its median, {run} faster in some rounds ({spread})"

@@ -30,6 +30,7 @@ from hvdscale.study.report.points import Experiment, collect
 from hvdscale.study.report.scaling_plot import plot_scaling
 from hvdscale.study.report.startup import startup_section
 from hvdscale.study.report.tables import failed_points, horovod_timelines, markdown, to_csv
+from hvdscale.study.sweep.overhead import unaccounted
 
 # Fields every successful record must hold for the report; a record lacking one is named with
 # its file and line instead of ending the report in a KeyError.
@@ -94,6 +95,14 @@ def run_sections(records: list[dict], exps: dict[str, Experiment],
             horovod_timelines(records)]
 
 
+def late_note(notes: list[str]) -> str:
+    """The records left out because their sweep never accounted for them (issue 50)."""
+    if not notes:
+        return ""
+    return ("\n## Left out: records their sweep never accounted for\n\n"
+            + "".join(f"- {n}\n" for n in notes) + "\n")
+
+
 def files_line(out_dir: Path, plots: list[Path]) -> str:
     """The report's last line: where each of its files is (the sweep and ``hvdscale report``
     print the report, so this is what a user reads last)."""
@@ -111,12 +120,12 @@ def write_report(results: str | Path, out: str | Path | None = None, plot: bool 
         HvdscaleError: unreadable results, a record that is not an hvdscale record, or an
             output directory that cannot be written.
     """
-    loaded = load_records(results)
+    loaded, late = unaccounted(load_records(results))
     # gemm, profile and batch records (``kind``) have their own sections below the runs'.
     others = [rec for _, rec in loaded if not schema.is_run(rec)]
     records = check_records([(w, rec) for w, rec in loaded if schema.is_run(rec)])
     exps = collect(records)
-    md = "".join(run_sections(records, exps, results)) + kind_sections(others)
+    md = "".join(run_sections(records, exps, results)) + kind_sections(others) + late_note(late)
     out_dir = _output_dir(results, out)
     try:
         files = plot_scaling(exps, out_dir) + plot_quality(records, out_dir) if plot else []

@@ -13,10 +13,14 @@ two launches, beyond the launcher.
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from hvdscale.study.paired.rounds import round_of
 
 TIMING_FILE = "sweep_timing.jsonl"
 
@@ -48,3 +52,58 @@ def write_timing(out: Path, label: str, round_: int, entry: dict[str, Any]) -> N
     line = {"point": label, "round": round_, "at": round(time.time(), 3), **entry}
     with open(Path(out) / TIMING_FILE, "a", encoding="utf-8") as f:
         f.write(json.dumps(line) + "\n")
+
+
+# --- records their sweep accounted for (issue 50) ------------------------------------------
+_NP = re.compile(r" np=(\d+)$")
+SLACK_S = 1.0
+"""A record's ``finished`` is whole seconds; the timing line is written after the launcher exits."""
+
+
+def _accounts_for(line: dict[str, Any], rec: dict[str, Any]) -> bool:
+    """Whether the launch of timing ``line`` is the one that wrote ``rec``: the same rank
+    count and round, and ``rec`` finished inside that launch's window."""
+    m = _NP.search(str(line.get("point", "")))
+    if m is None or int(m.group(1)) != rec.get("workers"):
+        return False
+    tagged = round_of(rec)
+    if tagged is not None and tagged != line.get("round"):
+        return False
+    try:
+        done = datetime.fromisoformat(str(rec.get("finished"))).timestamp()
+        at, launch = float(line["at"]), float(line.get("launch_s") or 0.0)
+    except (ValueError, KeyError, TypeError):
+        return False
+    return at - launch - SLACK_S <= done <= at + SLACK_S
+
+
+def unaccounted(loaded: list[tuple[str, dict[str, Any]]]) -> tuple[
+        list[tuple[str, dict[str, Any]]], list[str]]:
+    """Split off the run records whose sweep never accounted for them.
+
+    A sweep writes a timing line when each launch ends (``write_timing``). A record in a sweep's
+    results.jsonl (a ``sweep_timing.jsonl`` beside it) that no line's launch covers finished
+    after its sweep was cut (by a deadline, a kill): the sweep neither saw nor checked it, so
+    it is no figure of that sweep. Records elsewhere, and records without ``finished``, are
+    kept. ``loaded`` is ``records.store.load_records``'s (where, record) pairs.
+
+    Returns:
+        the records kept, and one note per record left out, naming it and why.
+    """
+    lines: dict[Path, list[dict[str, Any]] | None] = {}
+    kept, notes = [], []
+    for where, rec in loaded:
+        folder = Path(where.rsplit(":", 1)[0]).parent
+        if folder not in lines:
+            f = folder / TIMING_FILE
+            lines[folder] = ([json.loads(x) for x in f.read_text().splitlines() if x.strip()]
+                             if f.is_file() else None)
+        timing = lines[folder]
+        if (timing is None or rec.get("status") != "ok" or not rec.get("finished")
+                or any(_accounts_for(line, rec) for line in timing)):
+            kept.append((where, rec))
+            continue
+        notes.append(f"{where} (np={rec.get('workers')}, finished {rec.get('finished')}) is "
+                     f"in no launch of its sweep's {TIMING_FILE}: it finished after the sweep "
+                     "ended (cut by a deadline or killed), and is left out")
+    return kept, notes
