@@ -101,9 +101,11 @@ TARGETS = (
     Target("bundle_manifest", "launch/bundle_tool.py", (_U + "test_bundle_manifest.py",
            "tests/integration/test_offline_bundle.py", "-k", "manifest"), functions=("check",)),
     Target("horovod_torch_tokens", "hvdscale/frameworks/torch/horovod.py",
-           ("tests/mpi/test_exactness.py", "tests/mpi/test_bucketing.py", "-k",
+           ("tests/mpi/test_exactness.py", "tests/mpi/test_bucketing.py",
+            "tests/mpi/test_step_accounting.py", "-k",
             "horovod_equals_one_process_on_union and shipped or average_op or "
-            "horovod_uneven_epoch and sum-momentum"),  # the last: a rank idles
+            "horovod_uneven_epoch and sum-momentum or horovod_step_marks or "
+            "token_request_is_named"),  # sum-momentum: a rank idles
            functions=("HorovodTorch.step",), np=2, full=True),
     # The CI slice's reduction: the loss scale's token weighting alone (a few mutants, one test).
     Target("horovod_torch_scale", "hvdscale/frameworks/torch/horovod.py",
@@ -113,9 +115,10 @@ TARGETS = (
     # to dense, a table split over servers); a bad push, dense or sparse, by the boundaries'.
     Target("ps_tokens", "hvdscale/strategies/param_server.py",
            ("tests/mpi/test_exactness.py", "tests/mpi/test_sparse.py",
-            "tests/mpi/test_ps_boundaries.py", "-k",
+            "tests/mpi/test_ps_boundaries.py", "tests/mpi/test_step_accounting.py", "-k",
             "ps_equals_one_process_and_horovod or ps_step_with_one_token or ps_sparse or "
-            "ps_bad_push or shorter_dense or bad_token_count or sparse_header"),
+            "ps_bad_push or shorter_dense or bad_token_count or sparse_header or "
+            "ps_timings or ps_waits_every"),
            functions=("ParameterServer._exchange", "ParameterServer._sparse_exchange",
                       "ParameterServer.step"), np=2, full=True),
     # test_ddp_phases: what the step tells the watchdog (the phase marks in _step).
@@ -124,7 +127,8 @@ TARGETS = (
            functions=("DDPStrategy._tokens", "DDPStrategy._step", "DDPStrategy._idle_step"),
            np=2, full=True),
     Target("horovod_tf_tokens", "hvdscale/frameworks/tf/horovod.py",
-           ("tests/mpi_tf/test_tf_exactness.py",), functions=("HorovodTF._global_tokens",),
+           ("tests/mpi_tf/test_tf_exactness.py", "tests/mpi_tf/test_tf_token_name.py"),
+           functions=("HorovodTF._global_tokens",),
            np=2, full=True),
     # test_mwms_phases: the watchdog's phase and the compute seconds of the step's graph call.
     Target("mwms_tokens", "hvdscale/frameworks/tf/mwms.py",

@@ -31,6 +31,7 @@ from emit import emit, paired, quiet_label  # bench/ is on sys.path when a scrip
 
 from hvdscale.core.threads import single_host_launch_env
 from hvdscale.records import schema
+from hvdscale.records.provenance import mpi_library, mpi_transports
 from hvdscale.study.sweep.launcher import launch_env, launch_line, read_out
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,6 +114,8 @@ def measure(args: argparse.Namespace) -> dict:
     mpi = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout
     return {"bench": "startup", "np": nps, "host_cores": os.cpu_count(), "floor": FLOOR,
             "mpirun": shutil.which("mpirun"), "mpi": (mpi.splitlines() or ["?"])[0],
+            # Issue 50: which MPI ran, its library and the transports in force, in the file.
+            "mpi_library": mpi_library(), "mpi_transports": mpi_transports(),
             "floor_optim": OPTIM,
             "run_sets": TINY, "rounds": rounds, "doctor_nodns": doctors, "sweep_timing": sweep}
 
@@ -121,12 +124,19 @@ def _range(xs: list[float]) -> str:
     return f"{statistics.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
 
 
+def _mpi_said(d: dict) -> str:
+    """Which MPI the raw file says ran (files before issue 50 did not record it)."""
+    if not d.get("mpi"):
+        return "MPI not recorded in this raw file (measured before issue 50)"
+    return f"{d['mpi']}, transports: {d.get('mpi_transports', 'not recorded')}"
+
+
 def render(d: dict) -> str:
     """The BENCHMARKS.md table, from the raw file alone."""
     q = quiet_label(d)
     lines = [f"{sum(not r['warmup'] for r in d['rounds']) // len(d['np'])} paired rounds per np "
              f"(a warm-up round left out); max 1-minute load {q['load_1min_max']:.1f}, "
-             f"quiet={q['quiet']}" + (f"; {d['mpi']}" if d.get("mpi") else "") + ".", "",
+             f"quiet={q['quiet']}; {_mpi_said(d)}.", "",
              "| np | floor s, median (range) | floor + optimizer s | hvdscale run s | ratio "
              f"run/floor, median (range), n | goal <= {GOAL_RATIO} | ratio run/(floor + "
              "optimizer) | ratio run/(floor, the run's MPI transports) | slowest phases "

@@ -153,7 +153,23 @@ def h100_limit(seeds: list[dict], gemms: list[dict]) -> list[str]:
     return [*out, f"one per-time-step GEMM and read {100 * old:.0f} %"]
 
 
+def _span(recs: list[dict]) -> str:
+    """HH:MM:SS of the first start and the last finish among ``recs`` (UTC)."""
+    return (f"{min(r['started'] for r in recs)[11:19]} to "
+            f"{max(r['finished'] for r in recs)[11:19]}")
+
+
+def h100_overlap(demo: list[dict], profile: list[dict], gemm: list[dict]) -> list[str]:
+    """When the CPU round's points ran against the GPU stages that recorded their times
+    (issue 50: loan 1's n = 8 miss was blamed on GPU work alongside)."""
+    ok = [r for r in demo if r.get("status") == "ok"]
+    out = [f"n = {n}: {_span([r for r in ok if r['workers'] == n])}" for n in (2, 4, 6, 8)]
+    return [*out, f"profile {_span(profile)}", f"GEMM {_span(gemm)}"]
+
+
 H100_CHECKS = [
+    ("issue 38 H100 overlap", (CPU + "round1/demo/results.jsonl", GPU + "profile/results.jsonl",
+                               GPU + "gemm/results.jsonl"), h100_overlap),
     ("issue 38 H100 seed NMT", (GPU + "seeds/results.jsonl", GPU + "profile/results.jsonl"),
      h100_seeds),
     ("issue 38 H100 GEMM curves", (GPU + "gemm/results.jsonl",), h100_gemm),

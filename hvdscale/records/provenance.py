@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata as md
+import os
 import platform
 import subprocess
 import sys
@@ -34,6 +35,15 @@ def mpi_library() -> str | None:
         return MPI.Get_library_version().strip().splitlines()[0].rstrip(",")
     except Exception:  # no MPI library at all: the record says so
         return None
+
+
+def mpi_transports(env: dict[str, str] | None = None) -> str:
+    """The Open MPI transport selections in force (``OMPI_MCA_btl``, ``_pml``, ``_mtl``, as
+    ``btl=self,tcp``), or ``Open MPI's defaults`` when none is set."""
+    env = dict(os.environ) if env is None else env
+    picked = [f"{k[len('OMPI_MCA_'):]}={env[k]}" for k in sorted(env)
+              if k in ("OMPI_MCA_btl", "OMPI_MCA_pml", "OMPI_MCA_mtl")]
+    return ", ".join(picked) or "Open MPI's defaults"
 
 
 def versions() -> dict[str, str | None]:
