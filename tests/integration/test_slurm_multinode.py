@@ -26,9 +26,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,7 +51,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def cluster() -> Iterator[Cluster]:
     """A running two-node SLURM cluster, torn down after the module's last test."""
     if os.geteuid() != 0:
         pytest.skip("the two-node SLURM needs root (network namespaces, daemons as root)")
@@ -61,12 +63,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         raise KeyboardInterrupt(f"signal {signum}")
 
     previous = signal.signal(signal.SIGTERM, interrupt)
+    # A short folder, not pytest's: slurmstepd's socket lives at SPOOL/NODE_JOB.4294967291 and a
+    # Unix socket path holds 108 bytes at most. Under pytest-xdist's popen-gwN folder inside
+    # tests/run.sh's scratch it reached 109, and every job step failed (issue 49).
+    d = Path(tempfile.mkdtemp(prefix="sl2-"))
     try:
-        with two_node_cluster(tmp_path_factory.mktemp("slurm2"),
-                              str(os.getpid() % 10000)) as c:
+        with two_node_cluster(d, str(os.getpid() % 10000)) as c:
             yield c
     finally:
         signal.signal(signal.SIGTERM, previous)
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def _job_env(c: Cluster, out: Path, **extra: str) -> dict[str, str]:

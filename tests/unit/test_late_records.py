@@ -55,3 +55,7 @@ def test_a_record_inside_its_launch_is_kept_and_one_without_a_sweep_too(tmp_path
     for wrong in ({"round": 1}, {"point": "torch horovod np=4"}, {"at": at - 20.0}):
         (tmp_path / TIMING_FILE).write_text(json.dumps({**line, **wrong}) + "\n")
         assert len(_left_out(tmp_path)[1]) == 1, wrong
+    # A command's own summary beside the launches' records (``hvdscale batch``) is no launch's.
+    summary = {**rec, "kind": "batch", "finished": "2026-11-27T13:00:00+00:00"}
+    (tmp_path / "results.jsonl").write_text(json.dumps(summary) + "\n")
+    assert _left_out(tmp_path) == ([summary], [])

@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from hvdscale.records.schema import is_run
 from hvdscale.study.paired.rounds import round_of
 
 TIMING_FILE = "sweep_timing.jsonl"
@@ -99,8 +100,10 @@ def unaccounted(loaded: list[tuple[str, dict[str, Any]]]) -> tuple[
             lines[folder] = ([json.loads(x) for x in f.read_text().splitlines() if x.strip()]
                              if f.is_file() else None)
         timing = lines[folder]
-        if (timing is None or rec.get("status") != "ok" or not rec.get("finished")
-                or any(_accounts_for(line, rec) for line in timing)):
+        # Only a launch's run record is the sweep's to account for: a command's own summary
+        # beside it (``hvdscale batch``'s, a gemm curve) comes from no launch.
+        if (timing is None or not is_run(rec) or rec.get("status") != "ok"
+                or not rec.get("finished") or any(_accounts_for(line, rec) for line in timing)):
             kept.append((where, rec))
             continue
         notes.append(f"{where} (np={rec.get('workers')}, finished {rec.get('finished')}) is "
