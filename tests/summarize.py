@@ -54,6 +54,8 @@ EXPECTED_SKIPS = (
     ("horovodrun-gloo-*", "tests.mpi.test_exactness.test_ps_through_staged_host_buffers_is_exact",
      "the parameter server needs an MPI launch"),
     # issue 39: the parameter server's one-token / no-batch step and its sparse auto mode.
+    ("horovodrun-gloo-*", "tests.mpi.test_step_accounting.test_ps_*",
+     "the parameter server needs an MPI launch"),
     ("horovodrun-gloo-*", "tests.mpi.test_exactness.test_ps_step_with_one_token_or_none_in_all",
      "the parameter server needs an MPI launch"),
     ("horovodrun-gloo-*",

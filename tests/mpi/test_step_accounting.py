@@ -24,7 +24,8 @@ from hvdscale.strategies import param_server
 from tests.exactness import K_STEPS, distributed
 from tests.exactness import config as _config
 
-needs_mpi = pytest.mark.skipif(is_gloo_launch(), reason="the parameter server needs MPI")
+needs_mpi = pytest.mark.skipif(is_gloo_launch(),
+                               reason="the parameter server needs an MPI launch")
 
 
 class _Clock:
@@ -41,14 +42,17 @@ class _Clock:
         return getattr(time, name)
 
 
-def _ps_cfg() -> Any:
-    return _config("torch", "ps", "strategy.ps.placement=colocated", "strategy.ps.num_servers=1")
+def _ps_cfg(sparse: str = "off") -> Any:
+    return _config("torch", "ps", "strategy.ps.placement=colocated", "strategy.ps.num_servers=1",
+                   f"strategy.ps.sparse_embeddings={sparse}")
 
 
 @needs_mpi
-def test_ps_timings_are_differences_of_its_clock(monkeypatch, comm_world) -> None:
+@pytest.mark.parametrize("sparse", ["off", "on"])  # the dense exchange, and the sparse one
+def test_ps_timings_are_differences_of_its_clock(monkeypatch, comm_world, sparse) -> None:
     monkeypatch.setattr(param_server, "time", _Clock())
-    _, ps = distributed(_ps_cfg(), comm_world)
+    _, ps = distributed(_ps_cfg(sparse), comm_world)
+    assert (ps.sparse is not None) == (sparse == "on")
     # A step reads the clock at its exchange's start and end; the server (rank 0) reads it
     # twice more around its update, inside the exchange: 1 s of update, 3 s of exchange.
     serves = comm_world.rank == 0
