@@ -180,9 +180,12 @@ if [ -n "$PACK" ]; then
     || die "--pack $PACK: cannot write there"
   PACK=$(cd "$(dirname "$PACK")" && echo "$PWD/$(basename "$PACK")")
   case "$PACK/" in "$OUT"/*) die "--pack $PACK: must lie outside OUT ($OUT)" ;; esac
-  (while sleep "${PACK_EVERY_S:-20}"; do pack; done) &
+  # The packer writes to a log, not to this script's output: its `sleep` would otherwise hold
+  # the caller's pipes open for up to PACK_EVERY_S after this script ended (a device call, or a
+  # test, waited that long for nothing). Its sleep is ended with it.
+  (while sleep "${PACK_EVERY_S:-20}"; do pack; done) >>"$OUT/pack.log" 2>&1 &
   packer=$!
-  trap 'kill $packer 2>/dev/null; pack' EXIT
+  trap 'pkill -P $packer 2>/dev/null; kill $packer 2>/dev/null; pack' EXIT
 fi
 cd "$HERE/.." || die "no repository at $HERE/.."
 echo "evidence_run --part $PART${REHEARSE:+ (CPU rehearsal: no GPU figures)} started $(date -u +%T)" | tee "$OUT/evidence.log"

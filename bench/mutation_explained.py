@@ -31,7 +31,9 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
      "self.last_batch: Batch & None = None  # the batch the probe differentiates"): _ANNOTATION,
     ("until", "self.start = 0.0", "self.start = 1.0"): _UNTIL_START,
     ("until", "self.start = 0.0", "self.start = None"): _UNTIL_START,
-    ("horovod_torch_tokens", "t_bwd = [0.0]", "t_bwd = [1.0]"): _TIMING,
+    ("horovod_torch_tokens", "t_bwd = [0.0]", "t_bwd = [1.0]"):
+        "equivalent: scale() sets t_bwd[0] before the step's mark reads it (a step with a "
+        "batch calls it once; a step without one returns before)",
     ("horovod_torch_scale", "t_bwd[0] = time.time()  # backward starts as soon as this returns",
      "t_bwd[0] = None  # backward starts as soon as this returns"): _TIMING,
     ("ddp_tokens", "t_start = time.time()", "t_start = None"): _TIMING,

@@ -50,3 +50,19 @@ def test_stages_the_budget_cannot_hold_are_skipped_and_named(tmp_path: Path) -> 
 def test_bad_input_is_one_line() -> None:
     r = _run("--part", "both", "x", "y")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--part cpu|gpu" in r.stderr
+
+
+def test_the_call_ends_when_the_script_does_not_when_the_packer_wakes(tmp_path: Path) -> None:
+    """``--pack``'s packer sleeps PACK_EVERY_S between packs; its sleep held the caller's pipes
+    open that long after the script ended (a device call, or a test, waited up to 20 s for
+    nothing; 30 s here before the fix). The part fails at once (a bundle that is no bundle),
+    after the packer started: the call returns within seconds, with the last pack written."""
+    bundle = tmp_path / "fake.tar.gz"
+    bundle.write_text("not a bundle\n")
+    pack = tmp_path / "back" / "cpu.tar.gz"
+    r = subprocess.run(["bash", str(SCRIPT), "--rehearse-cpu", "--pack", str(pack), "--part",
+                        "cpu", str(bundle), str(tmp_path / "out")], capture_output=True,
+                       text=True, timeout=30, env={**os.environ, "PACK_EVERY_S": "600",
+                                                   "BUDGET_S": "100"}, cwd="/")
+    assert r.returncode == 1 and "evidence_run --part cpu ended" in r.stdout, r.stdout + r.stderr
+    assert pack.is_file()
