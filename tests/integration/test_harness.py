@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.integration.tagged import rank_text
+
 ROOT = Path(__file__).resolve().parents[2]
 SELFTEST = "tests/harness_selftest/test_rank1_fails.py"
 
@@ -32,8 +34,9 @@ def _pytest_np2(reports: Path, *args: str, **env: str) -> subprocess.CompletedPr
 def test_rank1_failure_shows_on_rank0_and_in_summary(tmp_path: Path) -> None:
     r = _pytest_np2(tmp_path, SELFTEST)
     assert r.returncode != 0
-    rank0 = "\n".join(ln for ln in r.stdout.splitlines() if ln.startswith("[1,0]"))
-    assert "failed on rank 1 of 2" in rank0 and "deliberate failure on rank 1" in rank0
+    rank0 = rank_text(r.stdout, 0)  # by tag: two ranks' chunks can meet inside one line
+    assert "failed on rank 1 of 2" in rank0 and "deliberate failure on rank 1" in rank0, \
+        r.stdout[-6000:]
     assert sorted(p.name for p in tmp_path.glob("*.xml")) == ["mpirun-np2-rank0.xml",
                                                               "mpirun-np2-rank1.xml"]
     s = subprocess.run([sys.executable, "tests/summarize.py", str(tmp_path)], cwd=ROOT,
