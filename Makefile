@@ -2,7 +2,7 @@
 # current Python (no virtual environment; launch/install.sh): 6 min 15 s the first time on a
 # fresh 2-core VM of the project's kind, 97 s again (load 13-16). `make demo`: the install plus
 # 2 rounds of its sweep, about 10 min cold on a quiet machine; 101 s again (it prints the
-# report). `make test`: about 50 minutes on a fresh machine, as root (it installs and starts
+# report). `make test`: about 40 minutes on a fresh machine, as root (it installs and starts
 # SLURM, munge and sshd, and makes network namespaces). Measured durations and their machine:
 # README, "How long each command takes".
 .PHONY: install demo demo-native test lint bench
