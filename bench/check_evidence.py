@@ -81,12 +81,6 @@ def evidence_fit_other_base(round1: list[dict], round2: list[dict]) -> list[str]
         f"{r['strategy']} {r['n']} {100 * (r['ratio'] - 1):+.1f} %" for r in rows)]
 
 
-def evidence_paired(paired: dict) -> list[str]:
-    """Horovod against DDP at np = 8, paired within a round (bench/evidence_run.sh)."""
-    return [f"Horovod / DDP at np = {p['np']}, {p['round']}: {p['ratio']:.3f} "
-            f"({p['horovod']:,.0f} vs {p['ddp']:,.0f} words/s)" for p in paired["pairs"]]
-
-
 def evidence_startup(round1: list[dict], round2: list[dict], seeds: list[dict]) -> list[str]:
     """Start-up phases (the slowest rank's seconds, median over points): the CPU sweep's points
     and the seeds' GPU runs."""

@@ -32,9 +32,10 @@ phase() {
   start=$(date +%s)
   "$@"
   rc=$?
-  # What each phase cost, as it ends (and in phases.tsv for tools/suite_timing.py's reader).
-  echo "=== [$name] done in $(( $(date +%s) - start )) s (exit $rc)"
-  printf '%s\t%s\t%s\n' "$name" "$(( $(date +%s) - start ))" "$rc" >>"$REPORTS/phases.tsv"
+  # What each phase cost, as it ends, and in $REPORTS/phases.tsv (name, seconds, exit).
+  start=$(( $(date +%s) - start ))
+  echo "=== [$name] done in $start s (exit $rc)"
+  printf '%s\t%s\t%s\n' "$name" "$start" "$rc" >>"$REPORTS/phases.tsv"
   # pytest's exit 5 (no tests collected) is a failure too: any non-zero exit is.
   if [ $rc -ne 0 ]; then
     echo "=== [$name] FAILED (exit $rc)"

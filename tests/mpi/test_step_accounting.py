@@ -21,7 +21,7 @@ import pytest
 from hvdscale.core.world import is_gloo_launch
 from hvdscale.strategies import horovod as horovod_base
 from hvdscale.strategies import param_server
-from tests.exactness import K_STEPS, distributed
+from tests.exactness import K_STEPS, distributed, request_names
 from tests.exactness import config as _config
 
 needs_mpi = pytest.mark.skipif(is_gloo_launch(),
@@ -118,13 +118,6 @@ def test_horovod_step_marks_are_ordered_times(monkeypatch, hvd, comm_world) -> N
 
 def test_the_token_request_is_named_as_the_timeline_finds_it(monkeypatch, hvd,
                                                              comm_world) -> None:
-    names: list[str] = []
-    real = hvd.allreduce_async
-
-    def naming(tensor, *a, name=None, **k):
-        names.append(name)
-        return real(tensor, *a, name=name, **k)
-
-    monkeypatch.setattr(hvd, "allreduce_async", naming)
+    names = request_names(monkeypatch, hvd, "allreduce_async")
     distributed(_config("torch", "horovod"), comm_world)
     assert names.count("hvdscale.tokens") == K_STEPS, names

@@ -4,19 +4,12 @@ a mutant wrapping it ("XXhvdscale.tokensXX") had survived as "a label"."""
 
 from __future__ import annotations
 
-from tests.exactness import config, distributed
+from tests.exactness import config, distributed, request_names
 
 
 def test_the_token_request_is_named_as_the_timeline_finds_it(monkeypatch, hvd,
                                                              comm_world) -> None:
-    names: list[str] = []
-    real = hvd.allreduce
-
-    def naming(tensor, *a, name=None, **k):
-        names.append(name)
-        return real(tensor, *a, name=name, **k)
-
-    monkeypatch.setattr(hvd, "allreduce", naming)
+    names = request_names(monkeypatch, hvd, "allreduce")
     distributed(config("tf", "horovod"), comm_world)
     # Traced into the step's graph: named once per trace (at least once), never otherwise.
     assert "hvdscale.tokens" in names, names

@@ -107,9 +107,9 @@ def _f(x: float | None, spec: str) -> str:
 def _gain(p: dict[str, Any] | None) -> str:
     if not p:
         return "—"
+    # At MIN_VERDICT_ROUNDS or more, rounds that do not straddle 1.0 are ``consistent``.
     verdict = ("within the rounds' noise" if within_noise(p) else
-               rounds_short(p["n"]) if p["n"] < MIN_VERDICT_ROUNDS else
-               "beyond noise" if p["consistent"] else "within the rounds' noise")
+               rounds_short(p["n"]) if p["n"] < MIN_VERDICT_ROUNDS else "beyond noise")
     return (f"x{p['median']:.3f} (rounds {p['min']:.3f}–{p['max']:.3f}, n={p['n']}; "
             f"{verdict})")
 

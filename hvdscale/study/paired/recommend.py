@@ -46,13 +46,14 @@ def ratio_summary(ratios: Sequence[float]) -> dict[str, Any] | None:
                            and (min(ratios) > 1 or max(ratios) < 1))}
 
 
-def rounds_short(n: int) -> str:
-    """What ``n`` paired rounds lack for a verdict, in words ("" when they are enough)."""
-    need = MIN_VERDICT_ROUNDS - n
+def rounds_short(n: int, min_rounds: int = MIN_VERDICT_ROUNDS) -> str:
+    """What ``n`` paired rounds lack for a verdict from ``min_rounds``, in words ("" when they
+    are enough)."""
+    need = min_rounds - n
     if need <= 0:
         return ""
     return (f"no verdict from {n} paired round{'s' * (n != 1)}: {need} more "
-            f"round{'s' * (need != 1)} needed (--repeats {MIN_VERDICT_ROUNDS})")
+            f"round{'s' * (need != 1)} needed (--repeats {min_rounds})")
 
 
 WITHIN_NOISE = "within the noise"
@@ -120,7 +121,7 @@ def recommend(rounds: Mapping[str, Sequence[float | None]], reference: str,
     s = scored[candidate]
     spread = f"x{s['median']:.3f}, rounds {s['min']:.3f}-{s['max']:.3f}, n={s['n']}"
     if s["n"] < min_rounds:
-        verdict = f"{NO_WINNER}: {rounds_short(s['n'])} ({candidate}: {spread})"
+        verdict = f"{NO_WINNER}: {rounds_short(s['n'], min_rounds)} ({candidate}: {spread})"
     elif s["min"] > 1.0:
         verdict = f"{candidate} beats {reference} in every round ({spread})"
     elif s["max"] < 1.0:

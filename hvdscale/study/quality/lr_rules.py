@@ -120,17 +120,17 @@ def rule_verdict(rules: Mapping[str, Sequence[Outcome | None]]) -> dict[str, Any
     s = ratio_summary(paired_ratios(_times(b), _times(a)))
     out["ratio"] = s
     both = sum(1 for x, y in zip(a, b, strict=False) if x is not None and y is not None)
-    out["verdict"] = _sentence(win, run, stats, s, (out["missed"], both))
+    out["verdict"] = _sentence(win, run, stats, s, out["missed"], both)
     out["within_noise"] = bool(s is not None and not out["missed"] and within_noise(s))
     return out
 
 
 def _sentence(win: str, run: str, stats: Mapping[str, Any], s: dict[str, Any] | None,
-              missed_both: tuple[int, int]) -> str:
+              missed: int, both: int) -> str:
     """The verdict in words: a clear winner, or a difference within the noise; below
-    ``MIN_VERDICT_ROUNDS`` rounds run by both (``missed_both``: the rounds the runner-up missed
-    and the winner reached, and the rounds both ran), no verdict."""
-    (missed, both), w, r = missed_both, stats[win], stats[run]
+    ``MIN_VERDICT_ROUNDS`` rounds run by both (``both``), no verdict (``missed``: the rounds
+    the runner-up missed and the winner reached)."""
+    w, r = stats[win], stats[run]
     reach = f"{win} reached the target in {w['reached']} of {w['runs']} rounds"
     if missed:
         short = f"; {rounds_short(both)}" if both < MIN_VERDICT_ROUNDS else ""
