@@ -1,10 +1,10 @@
 # The two commands of README: `make demo` and `make test`. Each installs first, into the
-# current Python (no virtual environment; launch/install.sh): 6 min 15 s the first time on a
-# fresh 2-core VM of the project's kind, 97 s again (load 13-16). `make demo`: the install plus
-# 2 rounds of its sweep, about 10 min cold on a quiet machine; 101 s again (it prints the
-# report). `make test`: about 40 minutes on a fresh machine, as root (it installs and starts
-# SLURM, munge and sshd, and makes network namespaces). Measured durations and their machine:
-# README, "How long each command takes".
+# current Python (no virtual environment; launch/install.sh): 5 min 09 s the first time on a
+# 2-core VM of the project's kind, 97 s again (load 13-16). `make demo`: the install plus 2
+# rounds of its sweep (17 min 27 s under load); again, it prints the report. `make test`:
+# 34 min 31 s on CI's fresh machine, install included, as root (it installs and starts SLURM,
+# munge and sshd, and makes network namespaces). Measured durations, their machine and raw
+# files: README, "How long each command takes".
 .PHONY: install demo demo-native test lint bench
 install:
 	bash launch/install.sh

@@ -22,12 +22,13 @@ import ast
 import difflib
 import json
 import os
+import shlex
 import shutil
 import sqlite3
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +36,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 import mutation_table  # noqa: E402
 from mutation_explained import EQUIVALENT  # noqa: E402
+from mutation_recheck import FACTOR, cached_baseline, measure_baseline, recheck  # noqa: E402
 from mutation_runner import kill_session  # noqa: E402
 from mutation_table import meets_goal, restamp, score  # noqa: E402, F401  (score: the tests')
-from scratch import scratch_dir  # noqa: E402
+from mutation_targets import TARGETS, Target  # noqa: E402
+from scratch import copy_checkout, scratch_dir  # noqa: E402
 
 TOOL = "mutmut==2.5.1"
 RAW = ROOT / "bench" / "results" / "mutation.json"
@@ -47,96 +50,6 @@ MPI_TEST_TIMEOUT_S = 30
 """The MPI harness's per-test hang limit in a mutant's run (tests/mpi_harness.py; 120 s in CI).
 A mutant that deadlocks the ranks (a send without its receive) then fails in 30 s, not 120:
 the targets' MPI tests take 1-5 s each at np=2 here, so 30 s is no verdict on a slow test."""
-
-
-@dataclass(frozen=True)
-class Target:
-    """One module (or some of its functions) and the tests that claim it."""
-
-    name: str
-    path: str
-    tests: tuple[str, ...]
-    functions: tuple[str, ...] = ()  # "f", "Class.method", "Class.method.inner"; (): all
-    np: int = 0  # > 0: the tests run under mpirun -np np
-    full: bool = False  # the goal is every non-equivalent mutant killed
-    ci: bool = False  # in the CI slice (tests/run.sh phase "mutation-slice")
-    ci_tests: tuple[str, ...] = ()  # the slice's tests where fewer suffice (CI's time); (): tests
-    others_read: bool = False  # its tests run the copy's code as a second local user
-
-
-_U, _M = "tests/unit/", "tests/mpi"
-TARGETS = (
-    Target("peers_wire", "hvdscale/core/peers_wire.py",
-           (_U + "test_peers_wire.py", _U + "test_peers_replay.py", _U + "test_peers_hostile.py"),
-           full=True, ci=True,
-           # test_peers_hostile starts real peers (seconds a mutant); the wire's own tests kill
-           # every mutant of the full run without it.
-           ci_tests=(_U + "test_peers_wire.py", _U + "test_peers_replay.py")),
-    Target("sparse_rows", "hvdscale/strategies/sparse_rows.py",
-           (_U + "test_sparse_rows.py", _U + "test_sparse_bytes.py"), full=True),
-    Target("noise_scale", "hvdscale/train/noise_scale.py",
-           (_U + "test_noise_scale.py", _U + "test_noise_scale_summary.py"),
-           functions=("local_sums", "point_from_sums", "b_simple", "NoiseProbe.summary")),
-    Target("custom_shapes", "hvdscale/models/custom.py", (_U + "test_shape_mismatch.py",),
-           functions=("shape_mismatch",)),
-    Target("doctor_network", "hvdscale/doctor/network.py",
-           (_U + "test_doctor_named_interface.py", _U + "test_doctor.py"),
-           functions=("rendezvous_choice", "check_common", "common_names")),
-    Target("lr_rules", "hvdscale/train/lr.py", (_U + "test_lr_rules.py", _U + "test_lr_warmup.py")),
-    Target("rendezvous_choice", "hvdscale/core/rendezvous.py", (_U + "test_rendezvous.py",),
-           functions=("named_interfaces", "_is_named", "_joins", "_shared_address",
-                      "_interface_toward", "_rank0_plan", "job_addresses")),
-    Target("peers_addr", "hvdscale/core/peers_addr.py",
-           (_U + "test_peers.py", _U + "test_peers_hostile.py"),
-           functions=("valid_ipv4", "bind_address")),
-    Target("results_store", "hvdscale/records/store.py",
-           (_U + "test_shared_results.py", _U + "test_meter_results.py",
-            _U + "test_store_limits.py"), others_read=True),
-    Target("batching_split", "hvdscale/core/batching/split.py",
-           (_U + "test_global_bucketing.py",)),
-    Target("lr_warmup", "hvdscale/core/lr_warmup.py", (_U + "test_lr_warmup.py",)),
-    # test_until_rules first: each rule at its boundary in milliseconds; test_until's real runs
-    # (seconds each) then meet only the mutants those leave.
-    Target("until", "hvdscale/train/until.py", (_U + "test_until_rules.py", _U + "test_until.py")),
-    Target("bundle_manifest", "launch/bundle_tool.py", (_U + "test_bundle_manifest.py",
-           "tests/integration/test_offline_bundle.py", "-k", "manifest"), functions=("check",)),
-    Target("horovod_torch_tokens", "hvdscale/frameworks/torch/horovod.py",
-           ("tests/mpi/test_exactness.py", "tests/mpi/test_bucketing.py",
-            "tests/mpi/test_step_accounting.py", "-k",
-            "horovod_equals_one_process_on_union and shipped or average_op or "
-            "horovod_uneven_epoch and sum-momentum or horovod_step_marks or "
-            "token_request_is_named"),  # sum-momentum: a rank idles
-           functions=("HorovodTorch.step",), np=2, full=True),
-    # The CI slice's reduction: the loss scale's token weighting alone (a few mutants, one test).
-    Target("horovod_torch_scale", "hvdscale/frameworks/torch/horovod.py",
-           ("tests/mpi/test_exactness.py", "-k", "average_op"),
-           functions=("HorovodTorch.step.scale",), np=2, full=True, ci=True),
-    # The sparse exchange's own round (_sparse_exchange) is claimed by the sparse tests (equal
-    # to dense, a table split over servers); a bad push, dense or sparse, by the boundaries'.
-    Target("ps_tokens", "hvdscale/strategies/param_server.py",
-           ("tests/mpi/test_exactness.py", "tests/mpi/test_sparse.py",
-            "tests/mpi/test_ps_boundaries.py", "tests/mpi/test_step_accounting.py", "-k",
-            "ps_equals_one_process_and_horovod or ps_step_with_one_token or ps_sparse or "
-            "ps_bad_push or shorter_dense or bad_token_count or sparse_header or "
-            "ps_timings or ps_waits_every"),
-           functions=("ParameterServer._exchange", "ParameterServer._sparse_exchange",
-                      "ParameterServer.step"), np=2, full=True),
-    # test_ddp_phases: what the step tells the watchdog (the phase marks in _step).
-    Target("ddp_tokens", "hvdscale/frameworks/torch/ddp.py",
-           (_M + "_ddp/test_ddp_exactness.py", _M + "_ddp/test_ddp_phases.py"),
-           functions=("DDPStrategy._tokens", "DDPStrategy._step", "DDPStrategy._idle_step"),
-           np=2, full=True),
-    Target("horovod_tf_tokens", "hvdscale/frameworks/tf/horovod.py",
-           ("tests/mpi_tf/test_tf_exactness.py", "tests/mpi_tf/test_tf_token_name.py"),
-           functions=("HorovodTF._global_tokens",),
-           np=2, full=True),
-    # test_mwms_phases: the watchdog's phase and the compute seconds of the step's graph call.
-    Target("mwms_tokens", "hvdscale/frameworks/tf/mwms.py",
-           (_M + "_mwms/test_mwms_exactness.py", _M + "_mwms/test_mwms_phases.py"),
-           functions=("MWMSTF._tokens_fn", "MWMSTF._global_tokens", "MWMSTF.step"),
-           np=2, full=True),
-)
-
 
 
 def _function_lines(path: Path, names: tuple[str, ...]) -> set[int]:
@@ -176,31 +89,32 @@ def _patch(copy: Path, target: Target) -> Path | None:
     return out
 
 
-def _copy_checkout(dest: Path) -> None:
-    """The checkout's tracked and untracked (not ignored) files, into ``dest``."""
-    names = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
-                           capture_output=True, check=True).stdout.decode().split("\0")
-    for name in filter(None, names):
-        src, dst = ROOT / name, dest / name
-        if not src.exists() and not src.is_symlink():
-            continue  # deleted in the worktree, not yet in git
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_symlink():
-            dst.symlink_to(os.readlink(src))
-        else:
-            shutil.copy2(src, dst)
+def _test_cmd(target: Target) -> list[str]:
+    """The target's tests; under the sweep's own launch line and environment when it needs
+    ranks (issue 42: one place builds that line)."""
+    pytest = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--color=no"]
+    if target.np:
+        return [sys.executable, "-m", "hvdscale.study.sweep.launcher", "--np", str(target.np),
+                "--", *pytest, *target.tests]
+    return [*pytest, *target.tests]
 
 
 def _runner(target: Target) -> str:
     # Through bench/mutation_runner.py: any failing exit reaches mutmut as 1, and mutmut's
     # time limit kills the tests' every process (mutmut 2.5.1 alone does neither).
-    pytest = f"{sys.executable} -m pytest -x -q -p no:cacheprovider --color=no"
-    tests = " ".join(f"'{t}'" if " " in t else t for t in target.tests)
-    wrap = f"{sys.executable} bench/mutation_runner.py 600"
-    if target.np:  # the sweep's own launch line and environment (issue 42: one place builds it)
-        launch = f"{sys.executable} -m hvdscale.study.sweep.launcher --np {target.np} --"
-        return f"{wrap} {launch} {pytest} {tests}"
-    return f"{wrap} {pytest} {tests}"
+    wrap = [sys.executable, "bench/mutation_runner.py", "600"]
+    return " ".join(shlex.quote(x) for x in [*wrap, *_test_cmd(target)])
+
+
+def _env(target: Target, copy: Path, hang_s: int = MPI_TEST_TIMEOUT_S) -> dict[str, str]:
+    """The tests' environment in ``copy``; ``hang_s``: an MPI test's own hang limit."""
+    env = {**os.environ, "PYTHONPATH": str(copy), "OMP_NUM_THREADS": "1",
+           "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("HVDSCALE_TEST_REPORTS", None)  # a mutant's failing junit files are not CI's
+    if target.np:
+        env["HVDSCALE_TEST_TIMEOUT"] = str(hang_s)
+    return env
 
 
 def _statuses(copy: Path) -> list[dict[str, Any]]:
@@ -258,13 +172,8 @@ def run_target(target: Target, work: Path) -> dict[str, Any]:
     """Mutate one target in a fresh copy of the checkout; its counts and survivors."""
     copy = work / target.name
     shutil.rmtree(copy, ignore_errors=True)
-    _copy_checkout(copy)
-    env = {**os.environ, "PYTHONPATH": str(copy), "OMP_NUM_THREADS": "1",
-           "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONDONTWRITEBYTECODE": "1"}
-    env.pop("HVDSCALE_TEST_REPORTS", None)  # a mutant's failing junit files are not CI's
-    if target.np:
-        env["HVDSCALE_TEST_TIMEOUT"] = str(MPI_TEST_TIMEOUT_S)
+    copy_checkout(ROOT, copy)
+    env = _env(target, copy)
     cmd = ["nice", "-n", "10", "mutmut", "run", "--paths-to-mutate", target.path,
            "--runner", _runner(target), "--tests-dir", "tests", "--no-progress", "--simple-output",
            "--test-time-base", "30"]  # a shared machine: a slow run is not a timeout
@@ -288,10 +197,27 @@ def run_target(target: Target, work: Path) -> dict[str, Any]:
         (copy / (target.path + ".bak")).unlink(missing_ok=True)
     seconds, load_after = time.monotonic() - t0, list(os.getloadavg())
     crash = errors[-1] if errors and (rc is None or rc & 1) else None
-    return collect(target, copy, {"seconds": seconds, "load_before": load_before,
-                                  "load_after": load_after, "tool_error": crash,
-                                  "tool_restarts": errors,
-                                  "test_timeout_s": MPI_TEST_TIMEOUT_S if target.np else None})
+    mod = collect(target, copy, {"seconds": seconds, "load_before": load_before,
+                                 "load_after": load_after, "tool_error": crash,
+                                 "tool_restarts": errors,
+                                 "test_timeout_s": MPI_TEST_TIMEOUT_S if target.np else None})
+    base = cached_baseline(copy)
+    if base is not None:  # its timeouts rerun at once, at 4x (the load then is recorded)
+        recheck(mod, copy, _test_cmd(target), _env(target, copy, FACTOR * MPI_TEST_TIMEOUT_S),
+                (base, "mutmut's baseline run"))
+    return mod
+
+
+def recheck_target(target: Target, mod: dict[str, Any], work: Path) -> dict[str, Any]:
+    """Rerun an earlier result's open survivors in a fresh copy (``--recheck``)."""
+    copy = work / target.name
+    shutil.rmtree(copy, ignore_errors=True)
+    copy_checkout(ROOT, copy)
+    base = measure_baseline(_test_cmd(target), copy, _env(target, copy),
+                            copy / ".mutation-recheck.log")
+    return recheck(mod, copy, _test_cmd(target),
+                   _env(target, copy, FACTOR * MPI_TEST_TIMEOUT_S),
+                   (base, "the unmutated tests run again before the rerun"))
 
 
 def collect(target: Target, copy: Path, run: dict[str, Any]) -> dict[str, Any]:
@@ -341,7 +267,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--render", default="", help="print the table of a raw file and stop")
     ap.add_argument("--restamp", action="store_true",
                     help="re-read the survivors' reasons from EQUIVALENT into --json and stop")
+    ap.add_argument("--recheck", default="", help="comma-separated targets of --json whose "
+                    "timeouts and open survivors run once more, at 4x the limits")
     args = ap.parse_args(argv)
+    if args.recheck:
+        return _recheck([n for n in args.recheck.split(",") if n], Path(args.json), args.work)
     if args.render:
         print(render(json.loads(Path(args.render).read_text())), end="")
         return 0
@@ -380,6 +310,25 @@ def main(argv: list[str] | None = None) -> int:
     # CI: every mutant tested (a tool crash fails too) and every survivor explained.
     ok = all(meets_goal(m) and not m["untested"] and not m.get("tool_error") for m in mods)
     return 0 if ok or not args.ci else 1
+
+
+def _recheck(names: list[str], path: Path, work_dir: str | None) -> int:
+    """``--recheck``: rerun the named results' open survivors, merge them into ``path``."""
+    raw = restamp(json.loads(path.read_text()))  # explanations as they are today
+    have, targets = {m["name"]: m for m in raw["modules"]}, {t.name: t for t in TARGETS}
+    missing = [n for n in names if n not in have or n not in targets]
+    if missing or not names:
+        print(f"bench_mutation: no result to recheck for {', '.join(missing) or '(none named)'}"
+              f" in {path}", file=sys.stderr)
+        return 2
+    work = scratch_dir(work_dir, "hvdscale-bench-mutation-")
+    mods = [recheck_target(targets[n], have[n], work) for n in names]
+    path.write_text(json.dumps(_merge(path, mods) | {"ci": raw.get("ci", False)}, indent=1)
+                    + "\n")
+    print(mutation_table.render({"tool": TOOL, "modules": mods}, []), end="")
+    if work_dir is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":

@@ -38,7 +38,8 @@ if str(ROOT / "bench") not in sys.path:  # emit, also when this file is loaded b
     sys.path.insert(0, str(ROOT / "bench"))
 from check_evidence import EVIDENCE_CHECKS  # noqa: E402  (issue 43's evidence run)
 from check_h100 import H100_CHECKS  # noqa: E402  (issue 38's H100 section)
-from check_verdicts import check_readme  # noqa: E402  (issue 50: README's figures, verdicts)
+from check_provenance import check_provenance  # noqa: E402  (issue 50: MPI, load, GPU)
+from check_verdicts import check_readme, check_verdicts  # noqa: E402  (issue 50)
 from emit import quiet_label  # noqa: E402
 
 from hvdscale.records.store import RESULTS_FILE, load_records  # noqa: E402
@@ -313,7 +314,7 @@ def _raw(path: Path) -> str | dict | list:
     sweep's records its sweep never accounted for (finished after a deadline cut it: not in its
     sweep_timing.jsonl) are left out, as ``hvdscale report`` leaves them out (issue 50)."""
     text = path.read_text()
-    if path.suffix in (".md", ".log"):
+    if path.suffix in (".md", ".log", ".txt"):
         return text
     if path.suffix == ".jsonl":
         if path.name == RESULTS_FILE:
@@ -377,13 +378,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
     args = ap.parse_args(argv)
-    text = Path(args.md).read_text()
-    n_fig, bad_fig = check_figures(text, Path(args.results))
+    text, readme, results = Path(args.md).read_text(), Path(args.readme).read_text(), \
+        Path(args.results)
     n_gen, bad_gen = check_generated(text)
-    # README's figures and verdicts (issue 50: check_verdicts.py).
-    n_readme, bad_readme = check_readme(Path(args.readme).read_text(),
-                                        lambda r: _raw(Path(args.results) / r))
-    n_fig, bad_fig = n_fig + n_readme, bad_fig + bad_readme
+    # Issue 50: README's figures, every verdict's rounds, start-up and device provenance.
+    parts = [check_figures(text, results), check_readme(readme, lambda r: _raw(results / r)),
+             check_verdicts(text, "BENCHMARKS.md"), check_provenance([text, readme], results)]
+    n_fig, bad_fig = sum(n for n, _ in parts), [b for _, bad in parts for b in bad]
     for line in bad_fig + bad_gen:
         print(f"MISMATCH {line}")
     n_raw = sum(len(raws) for _, raws, _ in CHECKS)

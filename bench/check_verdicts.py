@@ -1,6 +1,7 @@
 """Verdicts need rounds (issue 50): README's figures recomputed from bench/results, and every
-comparison sentence in README ("A beats B", "faster than", "within X %") checked to name at
-least 3 paired rounds, or to say it is no verdict. ``check_benchmarks.py`` runs both."""
+comparison sentence in README and BENCHMARKS.md ("A beats B", "faster than", "within X %")
+checked to name at least 3 paired rounds, or to say it is no verdict. ``check_benchmarks.py``
+runs both."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import readme_figures
 from check_evidence import ROUNDS, _ok, validation_rows
 
 from hvdscale.records.schema import strategy_name, words_per_s, workers
@@ -58,7 +60,15 @@ def readme_evidence(round1: list[dict], round2: list[dict]) -> list[str]:
             f"by {span('ps')} for the parameter server"]
 
 
-README_CHECKS = [("README 8 ranks", ROUNDS, readme_evidence)]
+README_CHECKS = [
+    ("README 8 ranks", ROUNDS, readme_evidence),
+    ("README GPU", [readme_figures.SEEDS], readme_figures.gpu_seeds),
+    ("README timings", [readme_figures.DEMO + f for f in (
+        "install_first_time.txt", "warm_install_and_demo_times.txt", "sweep_2rounds_times.txt",
+        "sweep_2rounds_load.txt")], readme_figures.install_and_demo),
+    ("README make test", [readme_figures.CI_RUNS], readme_figures.make_test),
+    ("README mutation slice", [readme_figures.MUTATION_CI], readme_figures.mutation_slice),
+]
 """(section, raw files under bench/results, README's figures as it prints them)."""
 
 
@@ -74,7 +84,12 @@ def check_readme(text: str, raw: Callable[[str], Any]) -> tuple[int, list[str]]:
             if " ".join(figure.split()) not in flat:
                 bad.append(f"{section}: README.md does not show {figure!r} (recomputed from "
                            f"bench/results/{', '.join(raws)})")
-    verdicts = unsupported_verdicts(text)
-    n += len(sentences(text))
-    bad += [f"README verdict from fewer than {MIN_ROUNDS} paired rounds: {s!r}" for s in verdicts]
-    return n, bad
+    n_sentences, bad_verdicts = check_verdicts(text, "README")
+    return n + n_sentences, bad + bad_verdicts
+
+
+def check_verdicts(text: str, name: str) -> tuple[int, list[str]]:
+    """(sentences read, mismatches) of a text whose verdicts are held to ``MIN_ROUNDS``
+    (README's and BENCHMARKS.md's prose alike)."""
+    return len(sentences(text)), [f"{name} verdict from fewer than {MIN_ROUNDS} paired rounds: "
+                                  f"{s!r}" for s in unsupported_verdicts(text)]

@@ -1,7 +1,6 @@
 """The mutation benchmark's survivors that need no new test (issue 39): each one explained, or
 killed by a test written after the run that recorded it (bench/bench_mutation.py reads both)."""
 
-_TIMING = "timing only: a time the timeline records, never read by the gradient or the update"
 _PROBE = ("equivalent in effect: a larger probe fails only where under 20 KiB is free, and the "
           "free-space check right after refuses that disk anyway (a record needs 1 MiB)")
 _ANNOTATION = ("equivalent: an attribute's annotation is never evaluated (PEP 526; and the "
@@ -34,12 +33,9 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("horovod_torch_tokens", "t_bwd = [0.0]", "t_bwd = [1.0]"):
         "equivalent: scale() sets t_bwd[0] before the step's mark reads it (a step with a "
         "batch calls it once; a step without one returns before)",
-    ("horovod_torch_scale", "t_bwd[0] = time.time()  # backward starts as soon as this returns",
-     "t_bwd[0] = None  # backward starts as soon as this returns"): _TIMING,
-    ("ddp_tokens", "t_start = time.time()", "t_start = None"): _TIMING,
-    ("ddp_tokens", "t_bwd = [0.0]", "t_bwd = [1.0]"): _TIMING,
-    ("ddp_tokens", "t_bwd[0] = time.time()", "t_bwd[0] = None"): _TIMING,
-    ("ddp_tokens", "t_bwd_end = time.time()", "t_bwd_end = None"): _TIMING,
+    ("ddp_tokens", "t_bwd = [0.0]", "t_bwd = [1.0]"):
+        "equivalent: scale() sets t_bwd[0] before the step's marks read it (forward_backward "
+        "calls it before the backward, in every step with a batch)",
     ("noise_scale", "if count < 2 or tokens <= 0:", "if count < 2 or tokens <= 1:"):
         "equivalent: two contributing ranks carry at least one token each, so tokens >= 2",
     ("lr_warmup", "if warmup_steps <= 0 or t >= warmup_steps or base == peak:",
@@ -89,6 +85,23 @@ KILLED_AFTER: dict[tuple[str, str, str], str] = {
         _ACC + "test_ps_timings_are_differences_of_its_clock",
     ("ps_tokens", "worker_reqs += self._worker_pull()", "worker_reqs = self._worker_pull()"):
         _ACC + "test_ps_waits_every_request_a_step_starts",
+    ("horovod_torch_scale", "t_bwd[0] = time.time()  # backward starts as soon as this returns",
+     "t_bwd[0] = None  # backward starts as soon as this returns"):
+        _ACC + "test_horovod_step_marks_are_ordered_times (now among the target's tests)",
+    ("ddp_tokens", "t_start = time.time()", "t_start = None"):
+        "tests/mpi_ddp/test_ddp_phases.py::test_ddp_step_marks_are_ordered_times",
+    ("ddp_tokens", "t_bwd[0] = time.time()", "t_bwd[0] = None"):
+        "tests/mpi_ddp/test_ddp_phases.py::test_ddp_step_marks_are_ordered_times",
+    ("ddp_tokens", "t_bwd_end = time.time()", "t_bwd_end = None"):
+        "tests/mpi_ddp/test_ddp_phases.py::test_ddp_step_marks_are_ordered_times",
+    ("mwms_tokens", "return loss if batch is not None else 0.0",
+     "return loss if batch is  None else 0.0"):
+        "tests/mpi_mwms/test_mwms_phases.py::test_a_step_returns_its_own_loss_and_an_idle_rank_"
+        "zero",
+    ("mwms_tokens", "return loss if batch is not None else 0.0",
+     "return loss if batch is not None else 1.0"):
+        "tests/mpi_mwms/test_mwms_phases.py::test_a_step_returns_its_own_loss_and_an_idle_rank_"
+        "zero",
     ("horovod_torch_tokens", "t_start = time.time()", "t_start = None"):
         _ACC + "test_horovod_step_marks_are_ordered_times",
     ("horovod_torch_tokens", "t_bwd_end = time.time()", "t_bwd_end = None"):

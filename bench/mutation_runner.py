@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import IO
 
 DONE = b"done"
 """What the wrapper writes to the watchdog when it ends normally (EOF alone: it was killed)."""
@@ -63,7 +64,16 @@ def watch(sid: int) -> int:
 
 def run(limit_s: float, cmd: list[str]) -> int:
     """Run ``cmd`` in its own session: 0 when it passes, 1 for any failure or past ``limit_s``."""
-    proc = subprocess.Popen(cmd, start_new_session=True)
+    rc = run_status(limit_s, cmd)
+    return 0 if rc == 0 else 1
+
+
+def run_status(limit_s: float, cmd: list[str], cwd: Path | None = None,
+               env: dict[str, str] | None = None, out: IO[bytes] | None = None) -> int | None:
+    """``cmd``'s exit status, run as ``run`` runs it; None when it was still running at
+    ``limit_s`` (a timeout, told apart from a failure: bench/mutation_recheck.py needs both)."""
+    proc = subprocess.Popen(cmd, start_new_session=True, cwd=cwd, env=env, stdout=out,
+                            stderr=None if out is None else subprocess.STDOUT)
     read_end, write_end = os.pipe()  # made after the tests start: they never hold it
     subprocess.Popen([sys.executable, __file__, "--watch", str(proc.pid)], stdin=read_end,
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -78,7 +88,7 @@ def run(limit_s: float, cmd: list[str]) -> int:
         proc.wait()
     os.write(write_end, DONE)
     os.close(write_end)
-    return 0 if rc == 0 else 1
+    return rc
 
 
 def main(argv: list[str]) -> int:

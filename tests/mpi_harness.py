@@ -58,6 +58,11 @@ def pytest_configure(config: pytest.Config) -> None:
         _WORLD = HorovodWorld(horovod)
     else:
         _WORLD = MPIWorld()
+        global _VERDICTS
+        # The outcomes' exchange gets a communicator of its own: on the world's, a rank that
+        # left a test early would answer, from its teardown, a collective of the test that
+        # another rank is still running, and then that rank would wait alone for ever.
+        _VERDICTS = _WORLD.comm.Dup()
     reports = os.environ.get("HVDSCALE_TEST_REPORTS")
     if reports:
         os.makedirs(reports, exist_ok=True)
@@ -69,6 +74,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 _HANG_LOG = None
+_VERDICTS = None
+"""The MPI communicator the ranks exchange each test's outcome on (None under --gloo)."""
 
 
 @pytest.fixture(autouse=True)
@@ -100,7 +107,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> objec
     # Teardown runs on every rank for every test (skipped ones too), so all ranks meet here.
     w = world()
     mine = getattr(item, "_hvd_failure", "")
-    everyone = w.allgather(mine)
+    if mine and _HANG_LOG is not None:  # if the job ends in the exchange, this stays said
+        _HANG_LOG.write(f"failed: {item.nodeid}\n{mine}\n")
+        _HANG_LOG.flush()
+    # Under the same limit as the test: a rank still inside the test (stuck in a collective
+    # this one left) or one gone altogether ends the job, never an endless wait here.
+    faulthandler.dump_traceback_later(TEST_TIMEOUT_S, exit=True, file=_HANG_LOG or sys.stderr)
+    try:
+        everyone = _VERDICTS.allgather(mine) if _VERDICTS is not None else w.allgather(mine)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
     others = [(r, msg) for r, msg in enumerate(everyone) if msg and r != w.rank]
     if others and not mine:
         rep.outcome = "failed"

@@ -40,8 +40,9 @@ phase() {
   if [ $rc -ne 0 ]; then
     echo "=== [$name] FAILED (exit $rc)"
     failed+=("$name")
-    # A test cut by the hang timeout leaves its stack dump in a per-rank hang log.
-    grep -l "Timeout" "$REPORTS"/hang-*.log 2>/dev/null | while read -r f; do
+    # A test cut by the hang timeout leaves its stack dump in a per-rank hang log, and a rank
+    # that failed a test says so there first (the job may end before it reports).
+    grep -l -e "Timeout" -e "^failed: " "$REPORTS"/hang-*.log 2>/dev/null | while read -r f; do
       echo "--- $f"; cat "$f"; done
   fi
 }

@@ -22,3 +22,14 @@ def test_fails_on_rank_1_only() -> None:
 def test_hangs_on_rank_1_only() -> None:
     if os.environ.get("SELFTEST_HANG") and _rank() == 1:
         time.sleep(3600)
+
+
+def test_rank_0_fails_before_a_collective_rank_1_reaches(comm_world) -> None:
+    # Rank 0 leaves the test early; rank 1 goes on to a collective of the test's own. The
+    # harness's exchange of outcomes after the test must not answer it (issue 50: under a
+    # mutant that made the parameter server fail on one rank, the ranks' collectives crossed
+    # and the job spun for the whole 10-minute limit).
+    if not os.environ.get("SELFTEST_CROSS"):
+        return
+    assert _rank() != 0, "deliberate failure on rank 0 before the collective"
+    comm_world.allgather("rank 1's own collective")

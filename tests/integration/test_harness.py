@@ -43,7 +43,7 @@ def test_rank1_failure_shows_on_rank0_and_in_summary(tmp_path: Path) -> None:
                        capture_output=True, text=True, env=_ONE_LAUNCH)
     assert s.returncode == 1
     assert "FAILED [mpirun-np2] (rank 1)" in s.stdout
-    assert s.stdout.strip().splitlines()[-1].startswith("tests: 2 passed, 1 failed")
+    assert s.stdout.strip().splitlines()[-1].startswith("tests: 3 passed, 1 failed")
 
 
 def test_hang_on_one_rank_fails_fast_instead_of_blocking(tmp_path: Path) -> None:
@@ -63,3 +63,16 @@ def test_no_tests_collected_is_a_failure(tmp_path: Path) -> None:
     assert s.returncode == 1
     assert "FAILED launch mpirun-np2: no test passed in it" in s.stdout
     assert "tests: 0 passed, 1 failed" in s.stdout
+
+
+def test_a_rank_that_fails_before_a_collective_ends_the_job(tmp_path: Path) -> None:
+    t = time.monotonic()
+    r = _pytest_np2(tmp_path, SELFTEST, "-x", "-k", "before_a_collective", SELFTEST_CROSS="1",
+                    HVDSCALE_TEST_TIMEOUT="5")
+    assert r.returncode != 0
+    assert time.monotonic() - t < 60  # rank 1's own test limit ends it, not the 120-s cap
+    # The job ends before rank 0 reports: each rank's hang log says what happened.
+    rank0 = (tmp_path / "hang-mpirun-np2-rank0.log").read_text()
+    assert "failed: " in rank0 and "deliberate failure on rank 0 before" in rank0, rank0
+    rank1 = (tmp_path / "hang-mpirun-np2-rank1.log").read_text()
+    assert "Timeout" in rank1 and "test_rank_0_fails_before_a_collective" in rank1, rank1

@@ -28,3 +28,22 @@ def test_forward_is_compute_and_backward_is_overlapped(comm_world) -> None:
     strategy.finish()
     assert seen == {"forward": {"compute"}, "backward": {"overlapped"}, "update": {"compute"}}, \
         seen
+
+
+def test_ddp_step_marks_are_ordered_times(comm_world) -> None:
+    """The marks a DDP step keeps for the record (its ``step_times``: start, backward start,
+    backward end, end) are ordered times of this epoch: the record holds them as the step's
+    timeline (issue 50: their mutants survived as "timing only")."""
+    cfg = config("torch", "ddp")
+    strategy = DDPStrategy(cfg.strategy.ddp, comm_world)
+    strategy.setup(adapter(cfg))
+    batches = plan(cfg, comm_world.rank, comm_world.size).batches()
+    for _ in range(3):
+        strategy.step(next(batches))
+    marks = strategy.info()["step_times"]
+    strategy.finish()
+    assert len(marks) == 3, marks
+    for m in marks:
+        assert all(isinstance(t, float) for t in m), m
+        assert m[0] <= m[1] <= m[2] <= m[3], m
+        assert m[3] - m[0] < 60  # seconds of this epoch, not 0 or a sum

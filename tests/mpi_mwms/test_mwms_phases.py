@@ -36,3 +36,29 @@ def test_the_graph_call_is_overlapped_and_counted_as_compute(comm_world) -> None
     strategy.finish()
     assert seen == ["overlapped", "overlapped"], seen
     assert sum(inner) <= mine.compute_s - before <= wall, (inner, mine.compute_s, wall)
+
+
+def test_a_step_returns_its_own_loss_and_an_idle_rank_zero(comm_world) -> None:
+    """The loss a step returns (the record's loss, the quality target's input) is the graph
+    call's on a rank with a batch, and 0.0 on a rank without one, which still joins the
+    all-reduce with a zero-scaled batch (issue 50: both mutants of that line timed out)."""
+    cfg = config("tf", "mwms")
+    mine = adapter(cfg)
+    strategy = MWMSTF(cfg.strategy.mwms, comm_world)
+    strategy.setup(mine)
+    train, losses = strategy._train, []
+
+    def observed(*args):  # type: ignore[no-untyped-def]
+        out = train(*args)
+        losses.append(float(out))
+        return out
+
+    strategy._train = observed
+    batch = next(plan(cfg, comm_world.rank, comm_world.size).batches())
+    got = strategy.step(batch if comm_world.rank == 0 else None)  # rank 0 alone has a batch
+    strategy.finish()
+    assert len(losses) == 1, losses  # every rank ran the one graph call
+    if comm_world.rank == 0:
+        assert got == losses[0] > 0, (got, losses)
+    else:
+        assert got == 0.0, got

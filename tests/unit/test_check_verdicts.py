@@ -54,3 +54,19 @@ def test_check_benchmarks_fails_on_the_former_readme_and_passes_on_this_one(
     assert r.returncode == 1
     assert "README verdict from fewer than 3 paired rounds: '`predict --fit`" in r.stdout
     assert "DDP's np = 8 point finished after the round's deadline" in r.stdout  # the late one
+
+
+def test_check_benchmarks_holds_benchmarks_md_to_the_same_rule(tmp_path: Path) -> None:
+    """A verdict sentence of BENCHMARKS.md's prose from 2 rounds fails the check; the same
+    sentence saying it is no verdict passes the verdict rule."""
+    md = (ROOT / "bench" / "BENCHMARKS.md").read_text()
+    said = "\n\nHorovod beats DDP at np=2 (x1.05, 2 rounds).\n"
+    copy = tmp_path / "BENCHMARKS.md"
+    copy.write_text(md + said)
+    run = [sys.executable, "bench/check_benchmarks.py", "--md", str(copy)]
+    r = subprocess.run(run, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert "BENCHMARKS.md verdict from fewer than 3 paired rounds: 'Horovod beats DDP" in r.stdout
+    assert r.returncode == 1
+    v = _module("check_verdicts")  # the same rule, in-process: a second run costs 10 s
+    assert v.check_verdicts(md + said.replace("2 rounds)", "2 rounds: no verdict)"),
+                            "BENCHMARKS.md")[1] == []

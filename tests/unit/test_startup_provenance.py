@@ -29,7 +29,7 @@ def test_the_transports_in_force_are_named() -> None:
 
 def test_the_render_names_the_mpi_or_says_it_was_not_recorded() -> None:
     bench = _bench()
-    old = json.loads((ROOT / "bench/results/startup_quiet.json").read_text())
+    old = json.loads((ROOT / "bench/results/withdrawn/startup_quiet.json").read_text())
     first = bench.render(old).splitlines()[0]
     assert first.endswith("MPI not recorded in this raw file (measured before issue 50).")
     new = {**old, "mpi": "mpirun (Open MPI) 4.1.4", "mpi_transports": "btl=self,tcp"}

@@ -114,7 +114,9 @@ def render_summary(result: dict[str, Any]) -> str:
     lines.append(f"Worst at the largest n: {o['worst_table']} "
                  f"{o['worst_error_at_largest_pct']:+.1f} %; {o['tables_within_goal']} of "
                  f"{o['tables']} tables within "
-                 f"{result['goal_pct']:g} %; mean |error| over every held-out n "
+                 f"{result['goal_pct']:g} % (each table the notes' one measurement per n: "
+                 "a fit checked, not a verdict from paired rounds); mean |error| over every "
+                 "held-out n "
                  f"{o['mean_abs_error_pct']:.1f} %.")
     if "interval_coverage" in o:  # absent from raw files made before it was counted
         lines.append(f"The 95 % prediction interval holds {o['interval_coverage']} of the "
