@@ -8,11 +8,14 @@ fast unit tests where they suffice, ``mpirun -np 2`` where only ranks can tell. 
 in a private scratch copy of the checkout, so the worktree is never mutated.
 
 A survivor is killed by a new test or listed in ``EQUIVALENT`` (old and new line) with one line
-saying why no test can tell it apart, or that it changes only what the target's tests do not
-claim. Score: detected (killed or timed out) over mutants not so explained; goal 90% a module,
-100% for the wire checks and the token-weighted reductions (``Target.full``). ``--only
-peers_wire`` runs one target into the raw file, ``--ci`` the CI slice (exit 1 on a survivor),
-``--render FILE`` prints a raw file's table.
+saying why no test can tell it apart (at most one mutant in ten of a module). Score: detected
+over mutants not so explained, where detected is killed, or a timeout that a rerun once at 4x
+the limits on a quiet machine confirms (bench/mutation_recheck.py; a run reruns its own
+timeouts at once); goal 90% a module, 100% for the wire checks and the token-weighted
+reductions (``Target.full``). The targets: bench/mutation_targets.py. ``--only peers_wire``
+runs one target into the raw file, ``--ci`` the CI slice (exit 1 on a survivor), ``--recheck
+NAMES`` reruns an older result's timeouts and open survivors, ``--render FILE`` prints a raw
+file's table.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ def meets_goal(mod: dict[str, Any]) -> bool:
 def render(raw: dict[str, Any], planned: list[str]) -> str:
     """The per-module table and the survivors, from the raw result alone (``planned``: every
     target's name, for those not run yet)."""
-    out = [f"{raw['tool']}; each module against the tests named in bench/bench_mutation.py; "
+    out = [f"{raw['tool']}; each module against the tests named in bench/mutation_targets.py; "
            "raw kill rate = killed in mutmut's run / mutants tested (no timeout, no rerun, no "
            "explanation counted); score = (killed + killed on rerun + timeouts confirmed at 4x "
            "on a quiet machine) / (mutants - explained); goal 90%, 100% where marked *, with "
