@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 from mutation_runner import run_status
+
+from hvdscale.records.provenance import git_revision
 
 MUTMUT_LIMIT = 10
 """mutmut 2.5.1's limit on a mutant's tests: 10x its baseline (the unmutated run's seconds)."""
@@ -54,16 +55,6 @@ def is_open(s: dict[str, Any]) -> bool:
                                              and not s.get("equivalent"))
 
 
-def _head(root: Path) -> str:
-    """The checkout's commit, ``+dirty`` when its tracked files differ from it (the tests
-    that ran are then that commit's plus the changes)."""
-    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, text=True,
-                         capture_output=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                           text=True, capture_output=True).stdout.strip()
-    return (out.stdout.strip() or "unknown") + ("+dirty" if dirty else "")
-
-
 def measure_baseline(cmd: list[str], copy: Path, env: dict[str, str], log: Path) -> float:
     """Seconds of the unmutated tests in ``copy`` (mutmut's own baseline run, done again for a
     result whose cache is gone); a failing run is an error, as it is for mutmut."""
@@ -84,7 +75,9 @@ def recheck(mod: dict[str, Any], copy: Path, cmd: list[str], env: dict[str, str]
     ``baseline``: (seconds of the unmutated run, where that figure comes from)."""
     limit = FACTOR * MUTMUT_LIMIT * baseline[0]
     path, log = copy / mod["path"], copy / ".mutation-recheck.log"
-    pristine, commit = path.read_text(), _head(Path(__file__).resolve().parents[1])
+    # The tests that ran: this checkout's commit, "+dirty" when they differ from it.
+    pristine = path.read_text()
+    commit = git_revision(Path(__file__).resolve().parents[1]) or "unknown"
     for s in mod["survivors"]:
         if not is_open(s) or s.get("recheck"):
             continue  # rerun once: a second verdict is not sought
