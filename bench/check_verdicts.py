@@ -64,8 +64,9 @@ README_CHECKS = [
     ("README 8 ranks", ROUNDS, readme_evidence),
     ("README GPU", [readme_figures.SEEDS], readme_figures.gpu_seeds),
     ("README timings", [readme_figures.DEMO + f for f in (
-        "install_first_time.txt", "warm_install_and_demo_times.txt", "sweep_2rounds_times.txt",
-        "sweep_2rounds_load.txt")], readme_figures.install_and_demo),
+        "install_first_time.txt", "warm_install_and_demo_times.txt")],
+     readme_figures.install_and_demo),
+    ("README demo sweep", [readme_figures.DEMO_PAIR], readme_figures.demo_pair),
     ("README make test", [readme_figures.CI_RUNS], readme_figures.make_test),
     ("README mutation slice", [readme_figures.MUTATION_CI], readme_figures.mutation_slice),
 ]

@@ -28,9 +28,11 @@
 # Sized from the first contact (INSTALL-NOTES.md, 2026-11-27 on an H100 host): a machine starts
 # in ~30 s, the bundle installs in 50 s (a second install verifies only), a sweep point costs
 # ~15 s before issue 40's start-up cuts; the first evidence loan (bench/results/h100_2026-11-27b)
-# measured 14 s a point after them, 13 s of it start-up (6 s the optimizer's torch._dynamo import),
-# so one call holds one round of 24 points: POINT_S=14; more rounds take more calls or loans (each
-# call's OUT/phases.log re-measures it); a seeds run 24 s fused / 41 s loop at 20 steps, a profile 92 s, the GPU
+# measured 14 s a point after them, 13 s of it start-up (6 s the optimizer's torch._dynamo import).
+# A sweep now starts its ranks once per rank count and round (issue 53): 13 s a launch (LAUNCH_S)
+# and ~3 s a point (POINT_S: 1.5 s warm-up and measured steps there, set-up and teardown 0.1 s
+# here), so a round of 24 points at 6 rank counts is 6 x 13 + 24 x 3 = 150 s and one call's
+# 450-s sweep deadline holds 3 rounds (each call's OUT/phases.log re-measures it); a seeds run 24 s fused / 41 s loop at 20 steps, a profile 92 s, the GPU
 # exactness tests 35 s. 15 minutes of device time: 30 s start + 540 s + 300 s + transfers.
 # Overrides: BUDGET_S (the part's own deadline), POINT_S, ROUNDS, NPS, STAGES (gpu part).
 set -uo pipefail
@@ -48,8 +50,9 @@ plan() {  # prints both calls' stages and deadlines; fails where they exceed the
   total=$(( START_S + CPU_TIMEOUT_S + GPU_TIMEOUT_S ))
   echo "call 1: --part cpu, timeout_s $CPU_TIMEOUT_S, BUDGET_S $cpu"
   echo "  install 60 (verify-only when already installed), then the sweep's deadline $(( cpu - 60 - 10 ))s:"
-  echo "  rounds of 24 points (4 strategies x np 1,2,3,4,6,8) at ~14 s (measured 2026-11-27b): 336 s"
-  echo "  a round, so 1 round a call; then the overhead at np 2 and 8 (~30 s each) if time is left,"
+  echo "  rounds of 24 points (4 strategies x np 1,2,3,4,6,8), one launch per rank count: 6 launches"
+  echo "  x 13 s start-up (measured 2026-11-27b) + 24 points x 3 s = 150 s a round, so 3 rounds a call;"
+  echo "  then the overhead at np 2 and 8 (~30 s each) if time is left,"
   echo "  report (predict --fit n<=4, validated at 6 and 8) 15, paired np 8 5; fusion np 8 if >= 150 s left"
   echo "call 2: --part gpu, timeout_s $GPU_TIMEOUT_S, BUDGET_S $gpu (a stage starts with half its limit left)"
   echo "  $(grep -E '^stage [a-z]+ [0-9]+$' "$HERE/gpu_device.sh" | cut -d' ' -f2,3 | paste -sd, | sed 's/,/, /g')"
@@ -94,7 +97,7 @@ part_cpu() {  # BUNDLE OUT
     export SETS=${SETS:-"measure.warmup_steps=1 measure.steps=3 data.synthetic.sentences_per_rank=64"}
     budget=${BUDGET_S:-1200}
   fi
-  export NPS=${NPS:-1,2,3,4,6,8} ROUNDS=${ROUNDS:-3} CONFIGS=demo POINT_S=${POINT_S:-14} \
+  export NPS=${NPS:-1,2,3,4,6,8} ROUNDS=${ROUNDS:-3} CONFIGS=demo POINT_S=${POINT_S:-3} \
     STRATEGIES=${STRATEGIES:-horovod,ps,ddp,independent} OVERHEAD_S=${OVERHEAD_S:-30} \
     OVERHEAD_ROUNDS=${OVERHEAD_ROUNDS:-2} LABEL=evidence-cpu
   export OVERHEAD_AFTER=${OVERHEAD_AFTER:-$ROUNDS}  # the rounds first: they are worth more

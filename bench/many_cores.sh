@@ -18,10 +18,12 @@
 # 4. validates `predict --fit` (fit on n <= 4, predict every larger n) and writes the tables:
 #    OUT/report.md and OUT/validate.json (bench/many_cores_report.py).
 #
-# Sized from the first run on a 16-core GPU host (2026-11-27): a sweep point cost about 15 s
-# there ($POINT_S; its measured steps 1.5 s, the rest start-up), an overhead bench about 40 s.
-# The plan (points x POINT_S) is printed first; the defaults (2 rounds x 2 configs x 16 points)
-# take about 17 minutes; CONFIGS=demo halves that. Each sweep has its own deadline (1.5 x its
+# Sized from the runs on a 16-core GPU host (2026-11-27b) and the shared launches (issue 53): a
+# sweep starts one launch per rank count and round, $LAUNCH_S each (the ranks' start-up there:
+# imports 5.0 s, MPI 1.5 s and the optimizer's first step 6.3 s, medians of 31 records), then
+# $POINT_S a point (its warm-up and measured steps there, 0.3 + 1.2 s, plus its set-up, record
+# and teardown, 0.1 s here; rounded up); an overhead bench about 40 s. The plan (launches x
+# LAUNCH_S + points x POINT_S) is printed first; CONFIGS=demo halves it. Each sweep has its own deadline (1.5 x its
 # estimate) and the whole run after the install $DEADLINE_S (default: the plan + 10%); what would not fit is cut
 # or skipped and said in OUT/phases.log. Results are small text files only (under 1 MB).
 # Overrides for a try on a small machine: NPS=1,2 ROUNDS=1 CONFIGS=demo STEPS=small LABEL=...
@@ -34,7 +36,8 @@ NPS=${NPS:-1,2,4,8}
 ROUNDS=${ROUNDS:-2}
 CONFIGS=${CONFIGS:-demo,nmt_cpu_seed}
 STRATEGIES=${STRATEGIES:-horovod,ps,independent,ddp}
-POINT_S=${POINT_S:-15}
+LAUNCH_S=${LAUNCH_S:-13}
+POINT_S=${POINT_S:-3}
 OVERHEAD_S=${OVERHEAD_S:-40}
 LABEL=${LABEL:-many-cores}
 START=$(date +%s)
@@ -45,7 +48,7 @@ log() { echo "many_cores: [$(( $(date +%s) - START ))s, load $(cut -d' ' -f1 /pr
 n_nps=$(tr ',' '\n' <<<"$NPS" | grep -c .)
 n_strat=$(tr ',' '\n' <<<"$STRATEGIES" | grep -c .)
 n_cfg=$(tr ',' '\n' <<<"$CONFIGS" | grep -c .)
-sweep_est=$(( n_nps * n_strat * POINT_S ))
+sweep_est=$(( n_nps * LAUNCH_S + n_nps * n_strat * POINT_S ))  # a launch per rank count
 plan_s=$(( ROUNDS * n_cfg * sweep_est + 2 * OVERHEAD_S ))
 DEADLINE_S=${DEADLINE_S:-$(( plan_s * 11 / 10 + 60 ))}
 MEASURE_START=$START  # reset after the install: the deadline covers the plan, not the install
@@ -62,7 +65,7 @@ PY=$(command -v "${PYTHON:-python3}") || { log "ERROR: no '${PYTHON:-python3}' o
 max_np=$(tr ',' '\n' <<<"$NPS" | sort -n | tail -1)
 mapfile -t cores < <("$PY" -c 'import os; print("\n".join(map(str, sorted(os.sched_getaffinity(0)))))')
 [ "${#cores[@]}" -ge "$max_np" ] || { log "ERROR: np=$max_np needs $max_np cores, this has ${#cores[@]}"; exit 1; }
-log "plan: $ROUNDS round(s) x $n_cfg config(s) x $(( n_nps * n_strat )) points at ~${POINT_S}s a point + overhead = ~${plan_s}s; deadline ${DEADLINE_S}s"
+log "plan: $ROUNDS round(s) x $n_cfg config(s) x ($n_nps launches at ~${LAUNCH_S}s + $(( n_nps * n_strat )) points at ~${POINT_S}s) + overhead = ~${plan_s}s; deadline ${DEADLINE_S}s"
 if [ -f "$BUNDLE" ]; then  # a tarball: unpack it; its one top folder is the bundle
   tar -xzf "$BUNDLE" -C "$scratch" || { log "ERROR: cannot unpack $BUNDLE"; exit 1; }
   BUNDLE=$(ls -d "$scratch"/*/ | head -1)

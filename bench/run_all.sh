@@ -36,3 +36,11 @@ python bench/bench_profile.py --configs configs/nmt_torch.yaml --batch 4 --steps
 python bench/bench_profile.py --configs configs/nmt_tf.yaml --batch 4 --steps 1 \
   --json "$R/profile_tf.json"
 python bench/bench_batch.py --json "$R/batch_demo.json"
+echo "== one launch per round against a launch per point (issue 53)"
+python bench/bench_shared_launch.py --rounds 3 --np 1,2 --frameworks torch,tf \
+  --strategies horovod,ps,independent --sweep-repeats 2 --json "$R/demo_pair_issue53.json"
+python bench/bench_shared_launch.py --rounds 5 --np 2 --strategies horovod,ps,independent,ddp \
+  --set measure.steps=100 --json "$R/shared_launch_issue53.json"
+python bench/bench_shared_launch.py --rounds 5 --np 2 --strategies horovod,ps,independent,ddp \
+  --set measure.target_rel_ci=0.02 --set measure.max_seconds=10 \
+  --json "$R/precision_target_issue53.json"

@@ -18,9 +18,10 @@ from hvdscale.commands import (
     profile,
     report,
     run,
+    run_points,
     sweep,
     timeline,
 )
 
-COMMANDS = (run, config, sweep, fusion, timeline, hostfile, gemm, profile, batch, commbench,
-            predict, backtest, report, data, doctor)
+COMMANDS = (run, run_points, config, sweep, fusion, timeline, hostfile, gemm, profile, batch,
+            commbench, predict, backtest, report, data, doctor)

@@ -1,10 +1,13 @@
-"""``hvdscale sweep``: one launch per (ranks, framework, strategy) point, then the report."""
+"""``hvdscale sweep``: every (ranks, framework, strategy) point, one launch per round and rank
+count, then the report."""
 
 from __future__ import annotations
 
 import argparse
 import functools
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 from hvdscale.commands import common
 
@@ -14,9 +17,11 @@ NAME = "sweep"
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """The ``sweep`` parser."""
     sw = subparsers.add_parser(
-        NAME, help="run every (ranks, framework, strategy) point as its own launch, then "
-        "the report",
-        description="Launch each point with mpirun, horovodrun or srun, one progress line per "
+        NAME, help="run every (ranks, framework, strategy) point, one launch per round and rank "
+        "count, then the report",
+        description="Launch the points with mpirun, horovodrun or srun: the points of one rank "
+        "count start their ranks once per round and run one after another in them "
+        "(--launch-per-point: a launch each); one progress line per "
         "point; a failed point is recorded as failed and the sweep goes on; points already "
         "recorded (same config and ranks) are skipped unless --redo. With --repeats N every point "
         "runs N times in interleaved rounds, and the report shows medians, ranges and paired "
@@ -51,9 +56,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     sw.add_argument("--progress-every", type=common.seconds, default=None, metavar="S",
                     help="seconds between the progress lines each point writes to its log "
                     "(logs/*.stdout; default: hvdscale run's 10)")
+    sw.add_argument("--launch-per-point", action="store_true",
+                    help="start every point in a launch of its own (the ranks start again for "
+                    "each point) instead of one launch per round and rank count")
     common.add_no_plot(sw, "report without PNG plots")
     sw.add_argument("--dry-run", action="store_true",
-                    help="check the input and print each point's command; launch nothing")
+                    help="check the input and print each launch's command and points; launch "
+                    "nothing")
     return sw
 
 
@@ -70,7 +79,7 @@ def handle(args: argparse.Namespace) -> int:
         out=args.out, overrides=args.set, network_interfaces=args.network_interfaces,
         launcher_args=args.launcher_args, timeout_s=args.timeout, redo=args.redo,
         frameworks=args.frameworks, progress_every=args.progress_every,
-        repeats=args.repeats, scale_lr=args.scale_lr),
+        repeats=args.repeats, scale_lr=args.scale_lr, launch_per_point=args.launch_per_point),
         check_out=not args.dry_run)
     say = functools.partial(print, flush=True)
     if args.dry_run:
@@ -89,9 +98,22 @@ def handle(args: argparse.Namespace) -> int:
         # points stay recorded, so rerunning the same command resumes where this stopped.
         print("hvdscale sweep: interrupted; rerun the same command to go on", file=sys.stderr)
         return 130
+    _say_cost(spec.out, say)
     print(write_report(spec.out, plot=not args.no_plot), end="", flush=True)
     if result.failed:
         say(f"hvdscale sweep: {len(result.failed)} of {len(result.outcomes)} points failed "
             "(see 'Failed points' above and the logs)")
         return 1
     return 0
+
+
+
+def _say_cost(out: Path, say: Callable[[str], None]) -> None:
+    """The sweep's last line: what the results directory's launches cost
+    (hvdscale.study.sweep.cost)."""
+    from hvdscale.study.sweep.cost import sweep_cost
+    from hvdscale.study.sweep.launcher import read_out
+
+    cost = sweep_cost(read_out(out), out)
+    if cost is not None:
+        say(f"hvdscale sweep: what the launches cost: {cost.describe()}")

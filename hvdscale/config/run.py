@@ -55,6 +55,14 @@ class MeasureConfig:
     """At each evaluation, estimate the gradient noise scale B_simple from the per-rank and
     averaged gradients of the batch just trained (one extra allreduce, outside training time;
     hvdscale.train.noise_scale). Changes nothing that is trained."""
+    target_rel_ci: float = 0.0
+    """Measure until the 95% interval of words/s is within +- this fraction of it (e.g. 0.02),
+    in blocks of ``block_steps``, at least 3 blocks, at most ``max_seconds`` of measured time
+    (hvdscale.train.blocks); ``steps`` is then not used. 0: measure ``steps`` steps."""
+    block_steps: int = 10
+    """Steps per block under ``target_rel_ci``."""
+    max_seconds: float = 60.0
+    """Under ``target_rel_ci``: stop after this many measured seconds, target met or not."""
 
     def __post_init__(self) -> None:
         _check(self.eval_every >= 0, "measure.eval_every", "must be >= 0", self.eval_every)
@@ -72,6 +80,7 @@ class MeasureConfig:
                    "run's length is its target)", self.epochs)
             _check(bool(self.eval_every or self.eval_every_s), "measure.eval_every",
                    "(or eval_every_s) must be set with measure.until", self.eval_every)
+        _check_target(self)
         _check(self.warmup_steps >= 0, "measure.warmup_steps", "must be >= 0", self.warmup_steps)
         _check(self.steps >= 1, "measure.steps", "must be >= 1", self.steps)
         _check(self.epochs >= 0, "measure.epochs", "must be >= 0", self.epochs)
@@ -86,9 +95,24 @@ class MeasureConfig:
             return self.run_timeout_s
         if self.until.active:  # the cap plus room for evaluation, set-up and the gather
             return 600.0 + 3.0 * self.until.max_time_s + 30.0 * self.warmup_steps
+        if self.target_rel_ci:  # the cap, a last block past it, set-up and the gather
+            return 600.0 + 2.0 * self.max_seconds + 30.0 * (self.warmup_steps + self.block_steps)
         if self.epochs:
             return 600.0 + 3600.0 * self.epochs + 30.0 * self.warmup_steps
         return 600.0 + 30.0 * (self.warmup_steps + self.steps)
+
+
+def _check_target(m: MeasureConfig) -> None:
+    """``target_rel_ci`` and its block settings."""
+    _check(0.0 <= m.target_rel_ci < 1.0, "measure.target_rel_ci",
+           "must be a fraction in [0, 1), e.g. 0.02 for +-2% (0: measure `steps` steps)",
+           m.target_rel_ci)
+    _check(m.block_steps >= 1, "measure.block_steps", "must be >= 1", m.block_steps)
+    _check(m.max_seconds > 0, "measure.max_seconds", "must be > 0", m.max_seconds)
+    if m.target_rel_ci:
+        _check(m.epochs == 0 and not m.until.active, "measure.target_rel_ci",
+               "measures a fixed stream of steps: it cannot be set with measure.epochs or "
+               "measure.until", m.target_rel_ci)
 
 
 @dataclass(frozen=True)

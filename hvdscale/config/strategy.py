@@ -247,6 +247,13 @@ class StrategyConfig:
     mwms: MWMSConfig = field(default_factory=MWMSConfig)
     """TensorFlow MultiWorkerMirroredStrategy settings."""
 
+    def workers(self, ranks: int) -> int:
+        """Ranks that compute out of ``ranks``: all, except a dedicated parameter server's
+        serve-only ranks."""
+        if self.name == "ps" and self.ps.placement == "dedicated":
+            return max(0, ranks - self.ps.num_servers)
+        return ranks
+
     def __post_init__(self) -> None:
         _check(self.name in STRATEGIES, "strategy.name", f"must be one of {', '.join(STRATEGIES)}",
                self.name)

@@ -9,7 +9,9 @@ test's effect made larger than a loaded host's jitter), and ``RANK:mark:POINT`` 
 ``hvdscale-fault: rank R reached POINT`` to stderr (evidence for a test that the run got that
 far). RANK may be ``*`` (every rank); several specs are separated by commas, e.g.
 ``*:mark:step:2,1:kill:step:5``. With ``HVDSCALE_FAULT_ARGV=TEXT`` set, faults act only in a
-process whose command line contains TEXT (e.g. ``strategy.name=ps``: one point of a sweep).
+process whose command line contains TEXT (e.g. ``strategy.name=ps``: one point of a sweep),
+or, in a launch of several points (``hvdscale run-points``), in the point whose own settings
+contain it (``set_scope``).
 The fail-fast tests use it to hit every phase of a real multi-rank run. Unset (always, outside
 the tests), ``maybe_fault`` does nothing.
 """
@@ -27,13 +29,23 @@ SLOW_S = 0.5
 """Seconds a ``slow`` fault adds at its point."""
 
 
+_scope = ""
+
+
+def set_scope(text: str) -> None:
+    """The current point's own settings, matched by ``HVDSCALE_FAULT_ARGV`` like the command
+    line (a launch of several points runs them all under one command line)."""
+    global _scope
+    _scope = text
+
+
 def maybe_fault(rank: int, point: str) -> None:
     """Act out the injected faults whose spec names this rank and point."""
     specs = os.environ.get(FAULT_ENV, "")
     if not specs:
         return
     only = os.environ.get(ARGV_ENV, "")
-    if only and only not in " ".join(sys.argv):
+    if only and only not in f"{' '.join(sys.argv)} {_scope}":
         return
     for spec in specs.split(","):
         want_rank, _, want_point = spec.strip().partition(":")

@@ -171,6 +171,14 @@ def start_peers(rank: int, allgather: Callable[[Any], list[Any]],
     return p
 
 
+def stop_peers(p: Peers) -> None:
+    """Close ``p`` (one point's side channel in a shared launch); the next point starts its own."""
+    global _peers
+    p.close()
+    if _peers is p:
+        _peers = None
+
+
 def ask_peers(timeout_s: float = 2.0) -> dict[int, dict[str, Any] | None] | None:
     """Every other rank's state (None: no answer); None before ``start_peers``."""
     return _peers.ask(timeout_s) if _peers is not None else None

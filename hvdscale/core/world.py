@@ -68,6 +68,9 @@ class World:
     def bcast(self, obj: Any, root: int = 0) -> Any:
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Release what this world holds of its own (nothing, unless it says otherwise)."""
+
     @property
     def cross_size(self) -> int:
         """Number of hosts (derived from the local size; exact when hosts have equal ranks)."""
@@ -79,11 +82,13 @@ class MPIWorld(World):
 
     backend = "mpi"
 
-    def __init__(self) -> None:
+    def __init__(self, own_comm: bool = False) -> None:
+        """``own_comm``: talk on a duplicate of COMM_WORLD (one point of a shared launch; see
+        ``close``) instead of COMM_WORLD itself."""
         from mpi4py import MPI  # hvd: mpi4py initialises MPI with MPI_THREAD_MULTIPLE
 
         self.MPI = MPI
-        self.comm = MPI.COMM_WORLD
+        self.comm = MPI.COMM_WORLD.Dup() if own_comm else MPI.COMM_WORLD  # hvd: collective
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         local = self.comm.Split_type(MPI.COMM_TYPE_SHARED)
@@ -105,6 +110,11 @@ class MPIWorld(World):
 
     def bcast(self, obj: Any, root: int = 0) -> Any:
         return self.comm.bcast(obj, root=root)
+
+    def close(self) -> None:
+        """Free a duplicated communicator (COMM_WORLD itself stays)."""
+        if self.comm != self.MPI.COMM_WORLD and self.comm != self.MPI.COMM_NULL:
+            self.comm.Free()  # hvd: collective; every rank of the point frees it
 
 
 SUM_NAME = "hvdscale.world.sum"
@@ -181,11 +191,12 @@ def init_horovod(env: dict[str, str], module: str) -> Any:
     return hvd
 
 
-def make_world(use_horovod: bool, horovod: HorovodCollectives) -> World:
-    """The world for this launch: Horovod's when it is the only channel or the strategy's."""
+def make_world(use_horovod: bool, horovod: HorovodCollectives, own_comm: bool = False) -> World:
+    """The world for this launch: Horovod's when it is the only channel or the strategy's;
+    ``own_comm``: an MPI world on a communicator of its own (``MPIWorld``)."""
     if is_gloo_launch() or use_horovod:
         return HorovodWorld(horovod)
-    return MPIWorld()
+    return MPIWorld(own_comm)
 
 
 def hostname() -> str:

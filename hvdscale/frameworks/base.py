@@ -18,7 +18,10 @@ class Framework(Protocol):
     """What a framework module (``hvdscale.frameworks.torch`` / ``.tf``) provides.
 
     ``tests/unit/test_frameworks.py`` reads these members and checks every registered framework
-    has each, so a hook added here is checked everywhere."""
+    has each, so a hook added here is checked everywhere. Two hooks are optional, read with
+    ``getattr``: ``preload()``, first-use work done once at a launch's start-up (torch's first
+    optimizer step), and ``release()``, the state a point's model leaves in the process, dropped
+    before the next point of a shared launch (Keras's session)."""
 
     FRAMEWORK: str
     """The framework's name in ``hvdscale.registry.FRAMEWORKS`` (and in configs and records)."""

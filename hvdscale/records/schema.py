@@ -257,3 +257,25 @@ def quality(rec: Record) -> dict[str, Any]:
 def quality_or_empty(rec: Record) -> dict[str, Any]:
     """``quality``, or ``{}`` for a run that evaluated nothing."""
     return rec.get("quality") or {}
+
+
+def warmup_s(rec: Record) -> float:
+    """Seconds of the warm-up steps (the slowest rank's), 0 when not recorded."""
+    return float(rec.get("warmup_time_s") or 0.0)
+
+
+def fingerprints(rec: Record) -> list[Any]:
+    """Each rank's fingerprint of the parameters at the window's end (None: a serving rank)."""
+    return rec["fingerprints"]
+
+
+def interval(rec: Record) -> dict[str, Any] | None:
+    """The precision target's blocks and interval (``measure.target_rel_ci``; None without)."""
+    got = rec.get("interval")
+    return got if isinstance(got, dict) else None
+
+
+def launch(rec: Record) -> dict[str, Any] | None:
+    """The record's place in a launch of several points (None: a launch of its own)."""
+    got = rec.get("launch")
+    return got if isinstance(got, dict) else None

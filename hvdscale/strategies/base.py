@@ -198,3 +198,7 @@ class Strategy:
 
     def finish(self) -> None:
         """Release what the strategy holds once training is over."""
+
+    def close(self) -> None:
+        """Release, after the record is written, what would outlive the point in this process
+        (a shared launch runs the next point after this; hvdscale.train.teardown)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,18 +25,63 @@ from hvdscale.core.threads import export_threads, launch_local_size, single_host
 from hvdscale.core.world import World, is_gloo_launch, launch_rank, make_world
 from hvdscale.records.startup import summarize_startup
 from hvdscale.records.store import append_record, check_writable
+from hvdscale.train.blocks import MAX_BLOCKS, BlockMeter
 from hvdscale.train.context import RunContext
 from hvdscale.train.loop import LoopParts, train_loop
 from hvdscale.train.lr import scaled_optim
 from hvdscale.train.rank_data import load_data
 from hvdscale.train.record import build_record, rank_entry
 from hvdscale.train.shapes import check_same_shapes
+from hvdscale.train.teardown import close_strategies
 from hvdscale.train.until import make_tracker
 
 
 def check_world(cfg: RunConfig, world: World) -> None:
     """Reject configs this launch cannot run, identically on every rank."""
     check_launch(cfg, world.size, world.backend == "mpi")
+
+
+@dataclass(frozen=True)
+class LaunchParts:
+    """What a launch sets up once for all its points: threads, the framework on its device, MPI.
+
+    A shared launch (``hvdscale run-points``) runs every point on these; the points it holds
+    agree on what they fix (``hvdscale.study.sweep.groups.share_key``)."""
+
+    fw: Any
+    placement: Any
+    intra: int
+    inter: int
+    local_size: int
+
+
+def prepare_launch(cfg: RunConfig) -> LaunchParts:
+    """Threads, framework, device and MPI for ``cfg``'s launch (start-up phases imports, mpi)."""
+    local_size = launch_local_size()
+    intra, inter = _export_threads(cfg, local_size)
+    os.environ.update(single_host_mpi_env())
+    fw, placement = _framework_on_device(cfg, intra, inter, local_size)
+    preload = getattr(fw, "preload", None)  # a framework's once-per-process first-use work
+    if preload is not None:
+        preload()
+    startup.mark("imports")
+    startup.init_mpi()
+    startup.mark("mpi")
+    return LaunchParts(fw, placement, intra, inter, local_size)
+
+
+@dataclass
+class PointRun:
+    """One point's run within a launch: its command line, start, place in the launch, and what
+    it set up (``hvdscale.train.teardown`` releases that for the next point of a shared
+    launch)."""
+
+    argv: list[str] | None
+    started: str
+    launch: dict[str, Any] | None = None
+    """The record's ``launch`` (id, position, what ran before); None: a launch of its own."""
+    held: list[tuple[str, Any]] = field(default_factory=list)
+    """What this point set up, in order: Horovod, its world, side channel, strategy."""
 
 
 def run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None = None,
@@ -49,24 +95,24 @@ def run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None = None,
     startup.begin()  # each phase below ends with a startup.mark (hvdscale.core.startup)
     start_deadline(cfg.measure.run_deadline_s(), launch_rank())
     try:
-        return _run(cfg, out_dir, argv, started, progress or ProgressReport())
+        maybe_fault(launch_rank(), "config")
+        launch = prepare_launch(cfg)
+        point = PointRun(argv, started)
+        record = run_prepared(launch, cfg, out_dir, point, progress or ProgressReport())
+        # The strategy goes first, in its own order: dropped with the rest, DDP's reducer would
+        # free its gloo group under the GIL and can deadlock (hvdscale.train.teardown).
+        close_strategies(point.held)
+        return record
     finally:
         stop_deadline()
 
 
-def _run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None, started: str,
-         progress: ProgressReport) -> dict[str, Any] | None:
-    """Threads, framework, device, Horovod, world and checks; then ``_train``."""
-    maybe_fault(launch_rank(), "config")
-
-    local_size = launch_local_size()
-    intra, inter = _export_threads(cfg, local_size)
-    os.environ.update(single_host_mpi_env())
-    fw, placement = _framework_on_device(cfg, intra, inter, local_size)
-    startup.mark("imports")
-    startup.init_mpi()
-    startup.mark("mpi")
-
+def run_prepared(launch: LaunchParts, cfg: RunConfig, out_dir: str | Path, point: PointRun,
+                 progress: ProgressReport) -> dict[str, Any] | None:
+    """Horovod, world and checks for ``cfg`` on a prepared launch; then ``_train``."""
+    fw = launch.fw
+    check_precision_device(cfg.precision, launch.placement.kind)
+    fw.set_tf32(tf32_in_force(cfg))
     # The frameworks' own strategies (ddp, mwms) never start Horovod; under horovodrun --gloo
     # the check refuses what cannot run without MPI, before any world is made.
     native = cfg.strategy.name in NATIVE_STRATEGIES
@@ -76,15 +122,21 @@ def _run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None, started: s
     hvd_env: dict[str, str] = {}
     hvd_cfg = cfg.strategy.horovod
     if use_hvd:
-        from hvdscale.strategies.horovod import start_horovod
+        from hvdscale.strategies.horovod import horovod_env_now, start_horovod
 
-        run_id = f"{cfg.name}-{started.replace(':', '').replace('+0000', '')}-{os.getpid()}"
+        run_id = f"{cfg.name}-{point.started.replace(':', '').replace('+0000', '')}-{os.getpid()}"
+        # Its teardown shuts Horovod down and puts back the HOROVOD_* settings found here.
+        point.held.append(("horovod", (fw.HOROVOD.module, horovod_env_now())))
         # hvd: settings exported first, read once at init; the framework's own integration
         hvd_cfg, hvd_env = start_horovod(hvd_cfg, fw.HOROVOD.module, out_dir, run_id,
-                                         local_size)
-    world = make_world(use_hvd, fw.HOROVOD)
+                                         launch.local_size)
+    # A point of a shared launch talks on a communicator of its own, freed at its teardown:
+    # nothing a failed point left unreceived can match the next point's receives.
+    world = make_world(use_hvd, fw.HOROVOD, own_comm=point.launch is not None)
+    point.held.append(("world", world))
     check_world(cfg, world)
-    gpu_groups = _check_gpu_sharing(cfg, world, placement, fw.HOROVOD.module if use_hvd else None)
+    gpu_groups = _check_gpu_sharing(cfg, world, launch.placement,
+                                    fw.HOROVOD.module if use_hvd else None)
     if world.rank == 0:
         check_writable(out_dir)
     phase("barrier: results directory checked", waiting=True)
@@ -93,7 +145,7 @@ def _run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None, started: s
     # Each rank answers where it is over a side channel, so a rank that waits too long in a
     # collective can name the rank it waits for (hvdscale.core.peers).
     phase("exchange of the side channel's addresses", waiting=True)
-    start_peers(world.rank, world.allgather, current_state)
+    point.held.append(("peers", start_peers(world.rank, world.allgather, current_state)))
     hvd_used = None
     if use_hvd:
         from hvdscale.strategies.horovod import horovod_in_force
@@ -102,9 +154,9 @@ def _run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None, started: s
         hvd_used = horovod_in_force(world)
     strategy_cfg = dataclasses.replace(cfg.strategy, horovod=hvd_cfg)
     startup.mark("side_channel")
-    ctx = RunContext(cfg, world, fw, placement, intra, inter, started, argv,
-                     {"env": hvd_env, "used": hvd_used}, gpu_groups)
-    return _train(ctx, strategy_cfg, out_dir, progress)
+    ctx = RunContext(cfg, world, fw, launch.placement, launch.intra, launch.inter,
+                     point.started, point.argv, {"env": hvd_env, "used": hvd_used}, gpu_groups)
+    return _train(ctx, strategy_cfg, out_dir, progress, point)
 
 
 def _framework_on_device(cfg: RunConfig, intra: int, inter: int,
@@ -150,14 +202,14 @@ def _export_threads(cfg: RunConfig, local_size: int) -> tuple[int, int]:
 
 
 def _train(ctx: RunContext, strategy_cfg: StrategyConfig, out_dir: str | Path,
-           progress: ProgressReport) -> dict[str, Any] | None:
+           progress: ProgressReport, point: PointRun) -> dict[str, Any] | None:
     """Data, model, strategy, schedule, the step loop and the gather; rank 0 writes the record."""
-    from hvdscale.core.batching import make_schedule
     from hvdscale.strategies import make_strategy
 
     cfg, world, rank = ctx.cfg, ctx.world, ctx.world.rank
     strategy = make_strategy(strategy_cfg, world, ctx.fw.HorovodStrategy,
                              ctx.fw.make_native_strategy)
+    point.held.append(("strategy", strategy))
     startup.mark("process_group")
 
     phase("data")
@@ -175,20 +227,12 @@ def _train(ctx: RunContext, strategy_cfg: StrategyConfig, out_dir: str | Path,
     phase("strategy set-up (initial parameters shared)", waiting=True)
     strategy.setup(adapter)
 
-    # Epoch mode: every rank agrees on the step count here; ranks out of batches get None.
-    phase("schedule agreement", waiting=True)
-    measure = cfg.measure  # with a quality target, the step count is only a cap
-    if measure.until.active:
-        measure = dataclasses.replace(measure, steps=measure.until.max_steps)
-    schedule, batches = make_schedule(measure, data.plan, world, mode=cfg.data.bucketing.mode)
-    tracker = make_tracker(cfg, world, adapter, strategy.computes,
-                           (data.src_vocab, data.tgt_vocab), len(data.corpus.src))
+    schedule, batches, hooks = _plan_steps(cfg, world, adapter, strategy, data)
     startup.mark("model")
     clock = startup.clock()
     done = train_loop(LoopParts(strategy, adapter, world, cfg.measure.step_timeout_s, progress),
                       schedule, batches, on_step=lambda _: clock.once("first_step"),
-                      stop_after=tracker.after_step if tracker else None,
-                      on_open=tracker.begin if tracker else lambda: None)
+                      stop_after=hooks.stop_after, on_open=hooks.on_open)
     strategy.finish()
 
     ranks = _gather(world, {**rank_entry(ctx, strategy, adapter, data, done),
@@ -197,12 +241,61 @@ def _train(ctx: RunContext, strategy_cfg: StrategyConfig, out_dir: str | Path,
         return None
     record = build_record(ctx, strategy, adapter, data, schedule, ranks)
     record["startup"] = summarize_startup([r["startup"] for r in ranks])
-    if tracker is not None:
-        record["quality"] = tracker.summary(optim_used)
-        if cfg.measure.until.active:  # the steps run, not the cap
-            record["measure"]["steps"] = tracker.steps
+    hooks.complete(record, optim_used)
+    if point.launch is not None:
+        record["launch"] = point.launch
     append_record(out_dir, record)
     return record
+
+
+@dataclass
+class _StopHooks:
+    """What ends the measured steps early: a quality target (``measure.until``, evaluations)
+    or a precision target (``measure.target_rel_ci``); neither: the schedule's step count."""
+
+    tracker: Any = None
+    blocks: BlockMeter | None = None
+
+    @property
+    def stop_after(self) -> Any:
+        """The loop's ``stop_after`` (None: none)."""
+        return self.tracker.after_step if self.tracker else (
+            self.blocks.after_step if self.blocks else None)
+
+    def on_open(self) -> None:
+        """The measured window opened."""
+        for h in (self.tracker, self.blocks):
+            if h is not None:
+                h.begin()
+
+    def complete(self, record: dict[str, Any], optim_used: Any) -> None:
+        """Rank 0: what the hooks add to the record (the steps run, not the cap)."""
+        if self.tracker is not None:
+            record["quality"] = self.tracker.summary(optim_used)
+            if self.tracker.measure.until.active:
+                record["measure"]["steps"] = self.tracker.steps
+        if self.blocks is not None:
+            record["interval"] = self.blocks.summary()
+            record["measure"]["steps"] = self.blocks.steps
+
+
+def _plan_steps(cfg: RunConfig, world: World, adapter: Any, strategy: Any,
+                data: Any) -> tuple[Any, Any, _StopHooks]:
+    """The schedule every rank agreed on, its batches, and what may stop it early."""
+    from hvdscale.core.batching import make_schedule
+
+    # Epoch mode: every rank agrees on the step count here; ranks out of batches get None.
+    phase("schedule agreement", waiting=True)
+    measure = cfg.measure  # with a quality or precision target, the step count is only a cap
+    if measure.until.active:
+        measure = dataclasses.replace(measure, steps=measure.until.max_steps)
+    elif measure.target_rel_ci:
+        measure = dataclasses.replace(measure, steps=measure.block_steps * MAX_BLOCKS)
+    schedule, batches = make_schedule(measure, data.plan, world, mode=cfg.data.bucketing.mode)
+    tracker = make_tracker(cfg, world, adapter, strategy.computes,
+                           (data.src_vocab, data.tgt_vocab), len(data.corpus.src))
+    blocks = BlockMeter(cfg.measure, world) if cfg.measure.target_rel_ci else None
+    return schedule, batches, _StopHooks(tracker, blocks)
 
 
 def _gather(world: World, mine: dict[str, Any]) -> list[dict[str, Any]]:

@@ -94,7 +94,8 @@ def test_two_host_sweep_through_horovodrun_hostfile(hosts: TwoHosts, tmp_path: P
         # two hosts: the fabric transport is not left out (horovodrun's own ^openib stays)
         assert "ofi" not in (rec["threads"]["mpi_btl"] or ""), rec["threads"]["mpi_btl"]
         assert rec["words_per_s"] > 0
-    launch = (out / "logs/demo_torch_horovod_np2.stdout").read_text().splitlines()[0]
+    (log,) = (out / "logs").glob("r1_np2_torch_*_1.stdout")  # both points, one launch
+    launch = log.read_text().splitlines()[0]
     assert "horovodrun --mpi -np 2 -hostfile" in launch and "--network-interfaces hvd0" in launch
 
 

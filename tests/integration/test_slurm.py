@@ -134,11 +134,11 @@ def test_one_node_sweep_script_runs_every_point_with_srun(slurm: dict[str, str],
     assert sorted((r["key"]["strategy"], r["ranks"], r["status"]) for r in recs) == [
         ("ddp", 1, "ok"), ("ddp", 2, "ok"), ("horovod", 1, "ok"), ("horovod", 2, "ok"),
         ("ps", 1, "ok"), ("ps", 2, "ok")]
-    # Each point was its own srun step with PMIx, not an mpirun.
-    for name in ("ps", "ddp"):
-        log = tmp_path / f"results/logs/demo_torch_{name}_np2.stdout"
-        launch = log.read_text().splitlines()[0]
-        assert launch.startswith("$ srun --mpi=pmix -n 2"), launch
+    # Each rank count's points ran in one srun step with PMIx, not an mpirun.
+    (log,) = (tmp_path / "results/logs").glob("r1_np2_torch_*_1.stdout")
+    launch = log.read_text().splitlines()[0]
+    assert launch.startswith("$ srun --mpi=pmix -n 2"), launch
+    assert len({r["launch"]["id"] for r in recs if r["ranks"] == 2}) == 1
     assert "|Ranks|" in text and (tmp_path / "results" / "report.md").exists()
 
 
@@ -160,13 +160,15 @@ def test_multinode_scripts_work_inside_an_allocation(slurm: dict[str, str],
     assert hostfile.read_text() == f"{node} slots=2\n"
     assert [(r["key"]["strategy"], r["ranks"], r["status"]) for r in recs] == [
         ("horovod", 2, "ok")], text
-    launch = (tmp_path / "hvd/results/logs/demo_torch_horovod_np2.stdout").read_text()
+    (log,) = (tmp_path / "hvd/results/logs").glob("r1_np2_torch_*_1.stdout")
+    launch = log.read_text()
     assert launch.startswith("$ horovodrun --mpi -np 2 -hostfile ")
 
     text, recs = _output(tmp_path / "mpi"), _records(tmp_path / "mpi")
     assert [(r["key"]["strategy"], r["ranks"], r["status"]) for r in recs] == [
         ("ps", 2, "ok")], text
-    launch = (tmp_path / "mpi/results/logs/demo_torch_ps_np2.stdout").read_text()
+    (log,) = (tmp_path / "mpi/results/logs").glob("r1_np2_torch_*_1.stdout")
+    launch = log.read_text()
     assert launch.startswith("$ mpirun -np 2 ") and "--hostfile" not in launch
 
 

@@ -162,7 +162,9 @@ def _assert_spans_both_nodes(c: Cluster, recs: list[dict], strategy: str, out: P
 
 
 def _launch_line(out: Path, strategy: str) -> str:
-    log = out / "results" / "logs" / f"demo_torch_{strategy}_np2.stdout"  # demo.yaml: torch
+    # The launch of the np=2 points (demo.yaml: torch); ``strategy`` is its one point.
+    (log,) = (out / "results" / "logs").glob("r1_np2_torch_*_1.stdout")
+    assert f"strategy.name={strategy}" in _read(log.with_suffix(".plan.json"))
     return _read(log).splitlines()[0]
 
 

@@ -75,8 +75,9 @@ def test_sweep_runs_every_point_and_writes_the_report(swept: tuple) -> None:
     assert csv[0].startswith("experiment,name,") and len(csv) == 1 + 6
     (png,) = out.glob("scaling_*.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
-    # Each point's launch is logged with its command line.
-    assert (out / "logs/demo_torch_ps_np2.stdout").read_text().startswith("$ mpirun -np 2 ")
+    # Each launch (one per rank count) is logged with its command line.
+    (log,) = out.glob("logs/r1_np2_torch_*_1.stdout")
+    assert log.read_text().startswith("$ mpirun -np 2 ")
 
 
 def test_every_record_and_the_report_carry_start_up_and_the_sweeps_own_time(swept: tuple
@@ -85,16 +86,18 @@ def test_every_record_and_the_report_carry_start_up_and_the_sweeps_own_time(swep
     for rec in records(out):
         s = rec["startup"]
         assert len(s["per_rank"]) == rec["ranks"] and s["total_max_s"] > 0
-        # From the OS's process start: the interpreter and torch's import are in it.
-        assert all(r["phases"]["imports"] > 0.3 and r["phases"]["first_step"] > 0
+        # A launch's first point starts from the OS's process start: the interpreter and
+        # torch's import are in it; the points after it start from their own beginning.
+        first = rec["launch"]["position"] == 0
+        assert all((r["phases"]["imports"] > 0.3) is first and r["phases"]["first_step"] > 0
                    for r in s["per_rank"])
     timing = [json.loads(x) for x in (out / "sweep_timing.jsonl").read_text().splitlines()]
-    assert len(timing) == 6 and all(t["launch_s"] > t["ranks_start_s"] > 0 for t in timing)
-    assert all(t["launcher_start_s"] is not None and t["between_s"] >= t["sample_s"]
-               for t in timing)
+    assert len(timing) == 6 and all(t["launch_s"] > t["point_s"] > 0 for t in timing)
+    assert len({t["launch"] for t in timing}) == 2
     md = (out / "report.md").read_text()
     assert "## Start-up: process start to first step" in md
-    assert "| demo torch / fused / ps | 2 | 1 |" in md and "Over 6 launch(es)" in md
+    assert "| demo torch / fused / ps | 2 | 1 |" in md
+    assert "What the sweep cost: 2 launch(es) for 6 point(s)" in md
 
 
 def test_rerun_skips_recorded_points_and_redo_measures_again(swept: tuple) -> None:
@@ -128,7 +131,7 @@ def test_failed_point_is_recorded_and_the_sweep_goes_on(tmp_path: Path) -> None:
     r = sweep(*args, env=env)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "[1/2] torch ps np=1: FAILED after " in r.stdout
-    assert "injected failure at model" in r.stdout
+    assert "failed on every rank: RuntimeError: injected failure at model" in r.stdout
     assert "[2/2] torch independent np=1: ok " in r.stdout  # went on past the failure
     assert "1 of 2 points failed" in r.stdout
     failed, ok = records(tmp_path)
@@ -139,7 +142,7 @@ def test_failed_point_is_recorded_and_the_sweep_goes_on(tmp_path: Path) -> None:
     assert failed["key"]["experiment"] == ok["key"]["experiment"]
     md = (tmp_path / "report.md").read_text()
     assert "## Failed points" in md
-    assert f"|{ok['key']['experiment']}|torch / fused / ps|1|exit 1: " in md
+    assert f"|{ok['key']['experiment']}|torch / fused / ps|1|failed on every rank: " in md
 
     # Rerun: the failed point is tried again, the recorded one skipped.
     r = sweep(*args, env=env)

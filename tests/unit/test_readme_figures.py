@@ -30,20 +30,31 @@ def test_the_timings_come_from_their_logs() -> None:
              "Horovod build log created 08:24:37.54, wheel cached 08:28:29.59\n"
              "1-minute load at 08:27:27 (during the build): 2.02\n")
     warm = "install end rc=0 elapsed_s=96.76\ndemo end rc=0 elapsed_s=4.2\n"
-    got = rf.install_and_demo(first, warm, "end rc=0 elapsed_s=1047.08\n",
-                              "08:34:43 7.69 5.70 2.76\n08:35:43 20.4 7.76 3.64\n")
+    got = rf.install_and_demo(first, warm)
     assert got[0] == ("| `launch/install.sh`, first time | 5 min 09 s, of which 3 min 52 s the "
                       "Horovod build |")
     assert got[1] == "| `launch/install.sh`, again (wheel cached) | 97 s |"
-    assert got[2].startswith("| the demo's sweep, 2 rounds of 12 points (24 launches) | "
-                             "17 min 27 s | 2026-11-27, 1-minute load 8-20, median 14")
+    assert got[2] == ("| `make demo`, again (points recorded: prints the report) | 4 s after "
+                      "the install |")
+
+
+def test_the_demo_sweep_is_the_paired_runs_median() -> None:
+    def way(wall: float, load: float) -> dict:
+        return {"wall_s": wall, "load_before": [load, 0, 0], "load_after": [load + 0.5, 0, 0]}
+
+    raw = {"rounds": [{"shared": way(100.0, 1.0), "alone": way(400.0, 1.2)},
+                      {"shared": way(120.0, 1.1), "alone": way(300.0, 0.9)},
+                      {"shared": way(110.0, 1.4), "alone": way(350.0, 1.3)}]}
+    assert rf.demo_pair(raw) == [
+        "| the demo's sweep, 2 rounds of 12 points | 1 min 50 s in 8 launches; 5 min 50 s with a "
+        "launch per point (3.18x faster, 2.50-4.00, 3 paired runs) | 1-minute load 0.9-1.9"]
 
 
 def test_readme_as_it_is_passes_and_a_changed_figure_fails() -> None:
     readme = (ROOT / "README.md").read_text()
     n, bad = check_readme(readme, _raw)
     assert bad == [] and n > 0
-    for old, new, section in [("34 min 31 s", "30 min 31 s", "README make test"),
+    for old, new, section in [("34 min 51 s", "30 min 51 s", "README make test"),
                               ("780,169 in TF32", "790,169 in TF32", "README GPU"),
                               ("3 min 52 s the Horovod", "3 min 50 s the Horovod",
                                "README timings")]:

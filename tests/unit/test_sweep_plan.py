@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -190,7 +191,8 @@ def test_a_point_that_wrote_its_record_then_overran_has_one_status(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A launcher that writes the point's record (as rank 0 does after the last barrier) and
     # then hangs while exiting, past the sweep's time limit.
-    spec = _plan(tmp_path, np="1", strategies="independent", timeout_s=1.0)
+    spec = dataclasses.replace(_plan(tmp_path, np="1", strategies="independent", timeout_s=1.0),
+                               launch_per_point=True)
     point = spec.points[0]
     rec = {"schema": 1, "status": "ok", "ranks": 1, "config": to_dict(point.cfg),
            "words_per_s": 42.0}

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-from hvdscale.config import to_dict
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.store import read_records
 from hvdscale.study.paired.rounds import round_of
 from hvdscale.study.sweep.plan import SweepRequest, SweepSpec, plan_sweep
 from hvdscale.study.sweep.sweep import launches, run_sweep
+from tests.unit import fake_mpirun as fake
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs" / "demo.yaml"
@@ -43,27 +42,16 @@ with open(out + "/results.jsonl", "a") as f:
 
 
 def _plan(tmp_path: Path, repeats: int) -> SweepSpec:
+    # A launch per point: what this stand-in launcher answers (tests/unit/test_shared_rounds.py
+    # has the launch per round's)
     return plan_sweep(SweepRequest(CONFIG, "1,2", "horovod,independent", out=tmp_path / "out",
-                                   repeats=repeats), env=dict(os.environ), check_out=False)
+                                   repeats=repeats, launch_per_point=True),
+                      env=dict(os.environ), check_out=False)
 
 
 @pytest.fixture
 def fake_mpirun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    spec = _plan(tmp_path, 1)
-    templates = {f"{p.strategy} {p.ranks}": {
-        "schema": 1, "status": "ok", "name": p.cfg.name, "ranks": p.ranks,
-        "workers": p.ranks, "words_per_s": 100.0 * p.ranks, "config": to_dict(p.cfg)}
-        for p in spec.points}
-    (tmp_path / "templates.json").write_text(json.dumps(templates))
-    log = tmp_path / "launches.log"
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "mpirun").write_text(FAKE_MPIRUN.format(
-        python=sys.executable, templates=str(tmp_path / "templates.json"), log=str(log)))
-    (bindir / "mpirun").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
-    (tmp_path / "out").mkdir()
-    return log
+    return fake.install(tmp_path, monkeypatch, _plan(tmp_path, 1), FAKE_MPIRUN)
 
 
 def test_rounds_are_interleaved_rotated_tagged_and_resumed(tmp_path: Path,

@@ -19,6 +19,7 @@ from hvdscale.frameworks.tf.adapter import (
 from hvdscale.frameworks.tf.horovod import HOROVOD, HorovodTF
 from hvdscale.frameworks.tf.horovod import HorovodTF as HorovodStrategy
 from hvdscale.frameworks.tf.mwms import NATIVE_STRATEGY, make_native_strategy
+from hvdscale.frameworks.tf.session import release
 
 __all__ = [
     "FRAMEWORK",
@@ -32,6 +33,7 @@ __all__ = [
     "gpu_provenance",
     "make_adapter",
     "make_native_strategy",
+    "release",
     "set_tf32",
     "set_threads",
     "tensor_sizes",

@@ -21,6 +21,7 @@ from hvdscale.frameworks.torch.adapter import (
 from hvdscale.frameworks.torch.ddp import NATIVE_STRATEGY, DDPStrategy, make_native_strategy
 from hvdscale.frameworks.torch.horovod import HOROVOD, HorovodTorch
 from hvdscale.frameworks.torch.horovod import HorovodTorch as HorovodStrategy
+from hvdscale.frameworks.torch.preload import preload
 
 __all__ = [
     "FRAMEWORK",
@@ -36,6 +37,7 @@ __all__ = [
     "make_adapter",
     "make_native_strategy",
     "make_optimizer",
+    "preload",
     "set_tf32",
     "set_threads",
     "tensor_sizes",

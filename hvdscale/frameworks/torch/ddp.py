@@ -19,7 +19,9 @@ context (``hvdscale.frameworks.torch.ddp_join``).
 
 from __future__ import annotations
 
+import gc
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -283,3 +285,28 @@ class DDPStrategy(Strategy):
         self.join.finish()
         if dist.is_initialized():
             dist.destroy_process_group()  # hvd:
+
+    def close(self) -> None:
+        """Free DDP so the next point of a shared launch starts clean.
+
+        The order matters: destroying the process group only unregisters it, and DDP's C++
+        reducer still holds it. Were the reducer to drop the group's last reference, gloo's
+        destructor would join its worker threads with the GIL held while a worker waits for
+        the GIL to free a finished collective's tensor: a deadlock (pytorch/pytorch#56297; the
+        next point's first collective then waits for ever on the other rank). So the Python
+        handles of both groups are held until DDP is gone, and dropped last: their own
+        deallocation releases the GIL.
+        """
+        ddp = self.ddp
+        if ddp is None:
+            return
+        groups = [ddp.process_group, getattr(self, "tokens_group", None)]
+        if self.adapter.forward_model is ddp:
+            self.adapter.forward_model = self.adapter.model
+        self.join.ctx = self.join.tokens = self.join.ddp = None
+        self.ddp = self.powersgd = self.tokens_group = None
+        alive = weakref.ref(ddp)
+        del ddp
+        if alive() is not None:  # DDP holds no cycles; a collection only as a fallback
+            gc.collect()
+        groups.clear()  # the groups' destructors run here, the GIL released

@@ -27,6 +27,7 @@ from hvdscale.study.fusion.settings import parse_floats
 from hvdscale.study.paired.recommend import recommend
 from hvdscale.study.sweep.hostfile import write_hostfile
 from hvdscale.study.sweep.launcher import read_out
+from hvdscale.study.sweep.outcome import Outcome
 from hvdscale.study.sweep.plan import (
     Point,
     SweepRequest,
@@ -35,7 +36,7 @@ from hvdscale.study.sweep.plan import (
     round_point,
     rounds_of,
 )
-from hvdscale.study.sweep.sweep import run_point
+from hvdscale.study.sweep.sweep import run_round
 
 DEFAULT_BUCKETS = "1,5,25,100"
 DDP_DEFAULT_MB = DDPConfig().bucket_cap_mb
@@ -111,17 +112,23 @@ def run_buckets(spec: BucketSpec, say: Callable[[str], None] = print) -> dict[st
     with tempfile.TemporaryDirectory(prefix="hvdscale-ddp-buckets-") as tmp:
         hf = (write_hostfile(spec.sweep.hostfile, Path(tmp) / "hostfile")
               if spec.sweep.hostfile else None)
+        labels = {p.label: label(mb) for mb, p in pts}
         for r in range(spec.repeats):
+            todo = []
             for mb, p in pts:
-                head = f"round {r + 1}/{spec.repeats} {label(mb)}"
                 # Round r is measured when a record tagged with round r is: a failed earlier
                 # round leaves its own gap and shifts no later one.
                 if rounds_of(read_out(spec.sweep.out), p, spec.repeats)[r] is not None:
-                    say(f"{head}: skipped, already measured")
+                    say(f"round {r + 1}/{spec.repeats} {label(mb)}: skipped, already measured")
                     continue
-                o = run_point(spec.sweep, round_point(p, r), hf)
-                say(f"{head}: " + (f"{o.words_per_s:.0f} words/s" if o.status == "ok"
-                                   else f"FAILED: {o.error} [log: {o.log}]"))
+                todo.append(round_point(p, r))  # tagged with its round (the sweep has one)
+
+            def tell(o: Outcome, r: int = r) -> None:
+                say(f"round {r + 1}/{spec.repeats} {labels[o.point.label]}: " + (
+                    f"{o.words_per_s:.0f} words/s" if o.status == "ok"
+                    else f"FAILED: {o.error} [log: {o.log}]"))
+
+            run_round(spec.sweep, r, todo, hf, tell, say)  # one launch per round
     records = read_out(spec.sweep.out)
     res = analyze([(mb, rounds_of(records, p, spec.repeats)) for mb, p in pts])
     res["np"] = spec.np

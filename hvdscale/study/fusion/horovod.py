@@ -33,6 +33,7 @@ from hvdscale.study.fusion.report import analyze
 from hvdscale.study.fusion.settings import Setting, grid_settings, parse_floats, parse_overlaps
 from hvdscale.study.sweep.hostfile import write_hostfile
 from hvdscale.study.sweep.launcher import read_out
+from hvdscale.study.sweep.outcome import Outcome
 from hvdscale.study.sweep.plan import (
     Point,
     SweepRequest,
@@ -42,7 +43,7 @@ from hvdscale.study.sweep.plan import (
     round_point,
     rounds_of,
 )
-from hvdscale.study.sweep.sweep import run_point
+from hvdscale.study.sweep.sweep import run_point, run_round
 
 DEFAULT_THRESHOLDS = "0,1,4,16,64,128"
 DEFAULT_CYCLES = "0.5,1,2,5,10"
@@ -215,23 +216,33 @@ def _run(spec: FusionSpec, hf: Path | None, say: Callable[[str], None]) -> dict[
     t0 = time.monotonic()
     total = len(pts) * spec.repeats
     done = 0
+    labels = {p.label: s.label for s, p in pts}
     for r in range(spec.repeats):
+        todo = []
         for s, p in pts:
-            done += 1
-            head = f"[{done}/{total}] round {r + 1}/{spec.repeats} {s.label}"
             # Round r is measured when a record tagged with round r is (not: when r records of
             # the point are; a failed earlier round would shift every later one).
             have = rounds_of(read_out(spec.sweep.out), p, spec.repeats)[r]
-            if have is not None:
-                say(f"{head}: skipped, already measured ({schema.words_per_s(have):.0f} words/s)")
+            if have is None:
+                todo.append(round_point(p, r))  # tagged with its round (the sweep has one)
                 continue
-            o = run_point(spec.sweep, round_point(p, r), hf)
+            done += 1
+            say(f"[{done}/{total}] round {r + 1}/{spec.repeats} {s.label}: skipped, already "
+                f"measured ({schema.words_per_s(have):.0f} words/s)")
+
+        def tell(o: Outcome, r: int = r) -> None:
+            nonlocal done
+            done += 1
+            head = f"[{done}/{total}] round {r + 1}/{spec.repeats} {labels[o.point.label]}"
             el = time.monotonic() - t0
             if o.status == "ok":
                 say(f"{head}: {o.words_per_s:.0f} words/s in {o.seconds:.0f} s "
                     f"(elapsed {el:.0f} s)")
             else:
                 say(f"{head}: FAILED after {o.seconds:.0f} s: {o.error} [log: {o.log}]")
+
+        # One launch per round for every setting (Horovod restarts with each one's settings).
+        run_round(spec.sweep, r, todo, hf, tell, say)
     result = analyze_out(spec, pts)
     result["autotune"] = autotune_info.label if autotune_info else None
     result["np"] = spec.np

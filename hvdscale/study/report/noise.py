@@ -21,6 +21,17 @@ def mark(p: Point) -> str:
     return BUSY if p.busy_runs else ""
 
 
+def ci_cell(p: Point) -> str:
+    """`` +-1.8%``: the 95% interval of a point measured to a precision target, with
+    `` (target +-2% missed in 1 of 3)`` when runs stopped before meeting it; "" otherwise."""
+    if p.ci_target is None:
+        return ""
+    rel = f" +-{100 * p.rel_ci95:.1f}%" if p.rel_ci95 is not None else " +-?"
+    missed = (f" (target +-{100 * p.ci_target:g}% missed in {p.ci_missed} of {p.repeats})"
+              if p.ci_missed else "")
+    return rel + missed
+
+
 def wps_cell(p: Point) -> str:
     """words/s: the median, with the runs' min-max when there are several, and the busy mark."""
     rng = f" [{p.wps_min:.1f}-{p.wps_max:.1f}]" if len(p.runs) > 1 else ""

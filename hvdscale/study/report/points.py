@@ -70,6 +70,13 @@ class Point:
     """Runs whose record tells the host's load."""
     busy_detail: str = ""
     """What the rule saw in the busiest run."""
+    rel_ci95: float | None = None
+    """Median over runs of the 95% interval of words/s, as a fraction of it, for runs measured
+    to a precision target (``measure.target_rel_ci``; None: no such run)."""
+    ci_target: float | None = None
+    """That target."""
+    ci_missed: int = 0
+    """Runs that stopped (at ``measure.max_seconds``) before their interval met the target."""
 
 
 @dataclass
@@ -117,6 +124,12 @@ def _noise(p: Point, recs: list[dict]) -> Point:
     p.load_known = len(loads)
     busy = [x for x in loads if x.busy]
     p.busy_runs = len(busy)
+    intervals = [r["interval"] for r in recs if isinstance(r.get("interval"), dict)]
+    rels = [i["rel_ci95"] for i in intervals if i.get("rel_ci95") is not None]
+    if intervals:
+        p.rel_ci95 = statistics.median(rels) if rels else None
+        p.ci_target = intervals[-1].get("target_rel_ci")
+        p.ci_missed = sum(not i.get("met") for i in intervals)
     if busy:
         p.busy_detail = min(busy, key=lambda x: x.free - x.demand).describe()
     return p

@@ -56,7 +56,8 @@ def sweep_line(results: str | Path) -> str:
     if not path.is_file():
         return ""
     rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-    between = [r["between_s"] for r in rows[1:]]  # the first launch has no point before it
+    # the first launch has no point before it; a shared launch's points have no sweep between
+    between = [r["between_s"] for r in rows[1:] if "between_s" in r]
     starts = [r["launcher_start_s"] for r in rows if r.get("launcher_start_s") is not None]
     if not between and not starts:
         return ""
@@ -72,8 +73,13 @@ def sweep_line(results: str | Path) -> str:
 
 def startup_section(records: list[dict[str, Any]], results: str | Path) -> str:
     """The report's start-up section ('' when there is nothing to show)."""
+    from hvdscale.study.sweep.cost import sweep_cost
+
     table = startup_table(records)
     sweep = sweep_line(results) if Path(results).is_dir() else ""
+    cost = sweep_cost(records, results) if Path(results).is_dir() else None
+    if cost is not None:
+        sweep += f"What the sweep cost: {cost.describe()}.\n"
     if not table and not sweep:
         return ""
     legend = ", ".join(f"{_SHORT[p]} = {LABELS[p]}" for p in LABELS)

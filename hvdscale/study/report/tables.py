@@ -19,6 +19,7 @@ from hvdscale.records.experiment import experiment_id, series_label
 from hvdscale.study.report.native_tables import horovod_vs_native
 from hvdscale.study.report.noise import (
     busy_line,
+    ci_cell,
     comparisons,
     host_cell,
     mark,
@@ -156,7 +157,7 @@ def series_table(pts: list[Point], scaling: str, span: str, spread: bool) -> str
     for p in pts:
         per, total = _batch_cells(p, scaling)
         cells = [str(p.ranks), str(p.workers), per, total, f"{p.time_s:.3f}",
-                 f"{p.words_per_s:.1f}{mark(p)}"]
+                 f"{p.words_per_s:.1f}{ci_cell(p)}{mark(p)}"]
         cells += [*range_cells(p), speedup_cell(p)] if spread else [speedup_cell(p)]
         cells += [_fmt(p.efficiency, ".1f"), f"{p.jitter_ms:.2f}", str(p.repeats), host_cell(p)]
         out.append("|" + "|".join(cells) + "|")

@@ -69,6 +69,9 @@ class SweepSpec:
     default."""
     repeats: int = 1
     """Interleaved rounds: round r launches every point once before round r+1 starts."""
+    launch_per_point: bool = False
+    """Every point in a launch of its own (``--launch-per-point``) instead of one launch per
+    round for the points that can share one (hvdscale.study.sweep.groups)."""
 
 
 # --- parsing and planning (nothing launches here) -----------------------------------------
@@ -106,6 +109,8 @@ class SweepRequest:
     scale_lr: str | list[str] | None = None
     """Learning-rate rules to run each point under (``"none,linear,sqrt"``, ``--scale-lr``,
     one more sweep axis); None: the config's ``optim.scale_lr``."""
+    launch_per_point: bool = False
+    """A launch per point (``--launch-per-point``) instead of one per round."""
 
 
 def parse_np(text: str) -> list[int]:
@@ -184,6 +189,30 @@ def _check_points(cfgs: Mapping[tuple[str, str], RunConfig], nps: list[int]) -> 
                 raise HvdscaleError(f"point {f} {s} np={n}: {e}") from None
 
 
+DEFAULT_TARGET = "measure.target_rel_ci=0.02"
+"""A sweep's points measure until words/s is known to +-2% (95%) unless the config says how
+long to measure: each point's start-up is paid once per launch now, so its measured time can
+be what the figure needs rather than a fixed step count."""
+_LENGTH_KEYS = ("steps", "target_rel_ci", "epochs", "until")
+
+
+def default_overrides(cfg_path: Path, overrides: Sequence[str]) -> tuple[str, ...]:
+    """``overrides`` with ``DEFAULT_TARGET`` first when neither the config's ``measure`` section
+    nor a ``--set`` names how long to measure (``steps``, ``target_rel_ci``, ``epochs``,
+    ``until``)."""
+    import yaml
+
+    try:
+        raw = yaml.safe_load(cfg_path.read_text(encoding="utf-8")) or {}
+    except (OSError, ValueError, yaml.YAMLError):
+        return tuple(overrides)  # load_config names what is wrong with the file
+    measure = raw.get("measure") if isinstance(raw, dict) else None
+    named = set(measure) if isinstance(measure, dict) else set()
+    named |= {o.split("=", 1)[0].strip().split(".")[1] for o in overrides
+              if o.strip().startswith("measure.") and "." in o.split("=", 1)[0]}
+    return tuple(overrides) if named & set(_LENGTH_KEYS) else (DEFAULT_TARGET, *overrides)
+
+
 def plan_sweep(req: SweepRequest, env: Mapping[str, str] | None = None,
                check_out: bool = True) -> SweepSpec:
     """Check every input of a sweep and list its points; launches nothing.
@@ -210,6 +239,7 @@ def plan_sweep(req: SweepRequest, env: Mapping[str, str] | None = None,
         raise HvdscaleError(f"--timeout must be a positive number of seconds "
                             f"(got {req.timeout_s})")
     cfg_path = Path(req.config)
+    req = replace(req, overrides=default_overrides(cfg_path, req.overrides))
     if req.frameworks is None:
         fws = [load_config(cfg_path, list(req.overrides)).framework]
     else:
@@ -229,17 +259,15 @@ def plan_sweep(req: SweepRequest, env: Mapping[str, str] | None = None,
                      points=tuple(points), launcher=req.launcher, out=Path(req.out).resolve(),
                      hostfile=hosts, network_interfaces=req.network_interfaces,
                      launcher_args=extra, timeout_s=float(req.timeout_s), redo=req.redo,
-                     progress_every=req.progress_every, repeats=req.repeats)
+                     progress_every=req.progress_every, repeats=req.repeats,
+                     launch_per_point=bool(req.launch_per_point))
 
 
 # --- records --------------------------------------------------------------------------------
 
 def point_workers(cfg: RunConfig, ranks: int) -> int:
-    """Ranks that compute: all, except a dedicated parameter server's serve-only ranks."""
-    ps = cfg.strategy.ps
-    if cfg.strategy.name == "ps" and ps.placement == "dedicated":
-        return max(0, ranks - ps.num_servers)
-    return ranks
+    """Ranks that compute (``StrategyConfig.workers``)."""
+    return cfg.strategy.workers(ranks)
 
 
 def matches(rec: dict[str, Any], point: Point) -> bool:

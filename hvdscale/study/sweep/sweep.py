@@ -22,7 +22,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from hvdscale.study.sweep.launcher import (
     read_out,
     run_launch,
 )
+from hvdscale.study.sweep.outcome import Outcome, SweepResult
 from hvdscale.study.sweep.overhead import LaunchTiming, write_timing
 from hvdscale.study.sweep.plan import (
     Point,
@@ -50,33 +50,6 @@ from hvdscale.study.sweep.plan import (
     round_point,
     rounds_of,
 )
-
-
-@dataclass
-class Outcome:
-    """What became of one point."""
-
-    point: Point
-    status: str  # "ok", "skipped" or "failed"
-    seconds: float = 0.0
-    words_per_s: float | None = None
-    error: str = ""  # why it failed; for an ok point, a note (e.g. it overran while exiting)
-    log: Path | None = None
-    record: dict[str, Any] | None = None
-    timing: LaunchTiming | None = None  # when the launch spawned and exited (overhead)
-
-
-@dataclass
-class SweepResult:
-    """All outcomes, in launch order."""
-
-    outcomes: list[Outcome] = field(default_factory=list)
-
-    @property
-    def failed(self) -> list[Outcome]:
-        """The outcomes that failed."""
-        return [o for o in self.outcomes if o.status == "failed"]
-
 
 # --- launch commands ---------------------------------------------------------------------------
 
@@ -219,41 +192,86 @@ def busy_warning(spec: SweepSpec, point: Point) -> str:
 
 
 def run_sweep(spec: SweepSpec, say: Callable[[str], None] = print) -> SweepResult:
-    """Run every round of every point of ``spec`` (``launches``), one progress line per launch,
-    each with the sweep's estimated time left once a launch has been measured."""
+    """Run every round of every point of ``spec``: one launch per round for the points that
+    share one (hvdscale.study.sweep.groups), one launch each for the others; one progress line
+    per point, with the sweep's estimated time left once a point has been measured."""
+    from hvdscale.study.sweep.groups import all_launches
+
     result = SweepResult()
-    plan = launches(spec)
+    plan = all_launches(list(spec.points), spec.repeats, spec.launch_per_point)
+    total = sum(len(launch.points) for launch in plan)
+    # Each point's number is its place in the plan, whatever ran (or was skipped) before it.
+    number = {(x.round, p.index): k for k, (x, p) in enumerate(
+        ((x, p) for x in plan for p in x.points), 1)}
     records = read_out(spec.out)
-    # Launches still to do (the others are skipped as measured): what the time left is made of.
-    todo = [k for k, (r, p) in enumerate(plan) if measured(records, spec, r, p) is None]
+    todo = [(launch.round, p) for launch in plan for p in launch.points
+            if measured(records, spec, launch.round, p) is None]
     launched: list[Outcome] = []
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="hvdscale-sweep-") as tmp:
         hf = write_hostfile(spec.hostfile, Path(tmp) / "hostfile") if spec.hostfile else None
-        for k, (r, point) in enumerate(plan):
+        for launch in plan:
+            r = launch.round
             rnd = f" round {r + 1}/{spec.repeats}" if spec.repeats > 1 else ""
-            head = f"[{k + 1}/{len(plan)}]{rnd} {point.label}"
-            done = measured(read_out(spec.out), spec, r, point)
-            if done is not None:
+            run: list[Point] = []
+            for point in launch.points:
+                done = measured(read_out(spec.out), spec, r, point)
+                if done is None:
+                    run.append(point)
+                    continue
                 o = Outcome(point, "skipped", 0.0, schema.words_per_s(done))
-                say(f"{head}: skipped, already recorded {o.words_per_s:.1f} words/s "
-                    f"(--redo measures it again)")
                 result.outcomes.append(o)
+                say(f"[{number[r, point.index]}/{total}]{rnd} {point.label}: skipped, already "
+                    f"recorded {o.words_per_s:.1f} words/s (--redo measures it again)")
+            if not run:
                 continue
-            timing = LaunchTiming()
-            warning = busy_warning(spec, point)
-            timing.sampled = time.time()
-            if warning:
-                say(f"{head}: {warning}")
-            o = run_point(spec, point if spec.repeats == 1 else round_point(point, r), hf, timing)
-            o.point = point
-            write_timing(spec.out, point.label, r, timing.entry(
-                o.record, launched[-1].timing.exited if launched else None))
-            launched.append(o)
-            rest = [plan[i][1] for i in todo if i > k]
-            say(f"{head}: {_progress(o, time.monotonic() - t0, launched, rest)}")
-            result.outcomes.append(o)
+
+            def tell(o: Outcome, rnd: str = rnd, r: int = r) -> None:
+                launched.append(o)
+                result.outcomes.append(o)
+                rest = todo[len(launched):]
+                say(f"[{number[r, o.point.index]}/{total}]{rnd} {o.point.label}: "
+                    f"{_progress(o, time.monotonic() - t0, launched, [p for _, p in rest])}")
+
+            _run_launch(spec, launch, run, hf, tell, say)
     return result
+
+
+def run_round(spec: SweepSpec, r: int, points: list[Point], hostfile: Path | None,
+              tell: Callable[[Outcome], None], say: Callable[[str], None] = print) -> None:
+    """Round ``r`` of ``points`` (those still to measure), as the sweep runs a round: the
+    points that share a launch in one (hvdscale.study.sweep.groups), order rotated by ``r``;
+    ``tell`` hears of each point as it ends. The multi-point drivers (fusion, DDP buckets)
+    run their rounds through here, their points already tagged with their round
+    (``round_point``: their sweep itself has one round)."""
+    from hvdscale.study.sweep.groups import round_launches
+
+    for launch in round_launches(points, r, spec.launch_per_point):
+        _run_launch(spec, launch, list(launch.points), hostfile, tell, say)
+
+
+def _run_launch(spec: SweepSpec, launch: Any, run: list[Point], hf: Path | None,
+                tell: Callable[[Outcome], None], say: Callable[[str], None]) -> None:
+    """One launch of the plan: shared (hvdscale.study.sweep.round) or a point's own."""
+    r = launch.round
+    if launch.shared:
+        from hvdscale.study.sweep.round import run_shared
+
+        warning = busy_warning(spec, run[0])
+        if warning:
+            say(f"round {r + 1} np={launch.ranks}: {warning}")
+        run_shared(spec, launch, run, hf, tell, say)
+        return
+    (point,) = run
+    timing = LaunchTiming()
+    warning = busy_warning(spec, point)
+    timing.sampled = time.time()
+    if warning:
+        say(f"{point.label}: {warning}")
+    o = run_point(spec, point if spec.repeats == 1 else round_point(point, r), hf, timing)
+    o.point = point
+    write_timing(spec.out, point.label, r, timing.entry(o.record, None))
+    tell(o)
 
 
 def _progress(o: Outcome, elapsed: float, launched: list[Outcome], rest: list[Point]) -> str:
@@ -270,10 +288,25 @@ def _progress(o: Outcome, elapsed: float, launched: list[Outcome], rest: list[Po
 
 
 def dry_run(spec: SweepSpec, say: Callable[[str], None] = print) -> None:
-    """Print each launch's command (every round's, in launch order); launch nothing."""
+    """Print each launch's command (every round's, in launch order) and the points it runs;
+    launch nothing."""
+    from hvdscale.study.sweep.groups import all_launches
+    from hvdscale.study.sweep.shared import point_sets, shared_command
+
     hf = spec.hostfile.path if spec.hostfile else None  # the launch uses a clean copy of it
-    plan = launches(spec)
-    for k, (r, point) in enumerate(plan, 1):
+    plan = all_launches(list(spec.points), spec.repeats, spec.launch_per_point)
+    for k, launch in enumerate(plan, 1):
+        r = launch.round
         rnd = f" round {r + 1}/{spec.repeats}" if spec.repeats > 1 else ""
-        launch = point if spec.repeats == 1 else round_point(point, r)
-        say(f"[{k}/{len(plan)}]{rnd} {point.label}: {shlex.join(launch_command(spec, launch, hf))}")
+        if not launch.shared:
+            (point,) = launch.points
+            pt = point if spec.repeats == 1 else round_point(point, r)
+            say(f"[launch {k}/{len(plan)}]{rnd} {point.label} (a launch of its own: "
+                f"{launch.alone}): {shlex.join(launch_command(spec, pt, hf))}")
+            continue
+        line = shared_command(spec, launch.ranks, Path("<logs>/<launch>.plan.json"), hf)
+        say(f"[launch {k}/{len(plan)}]{rnd} np={launch.ranks}, {len(launch.points)} points "
+            f"in one launch: {shlex.join(line)}")
+        for j, point in enumerate(launch.points, 1):
+            pt = point if spec.repeats == 1 else round_point(point, r)
+            say(f"    {j}. {point.label}: --set {' --set '.join(point_sets(spec, pt))}")

@@ -1,0 +1,187 @@
+"""One launch for several points of a round (``hvdscale run-points`` on every rank), watched.
+
+The sweep writes the launch's plan (hvdscale.train.points) in its logs/ folder and starts the
+launcher once. While it runs, rank 0's state file says which point is running: a point past the
+sweep's ``--timeout`` ends the launch, and each point's progress line is printed as its record
+arrives. When the launch ends early (a hang, a lost rank, a point that failed on some ranks
+only), the point it was in gets a failed record here, and the points it did not reach run in a
+fresh launch, once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hvdscale.records import schema
+from hvdscale.records.store import append_record
+from hvdscale.study.sweep.groups import Launch
+from hvdscale.study.sweep.launcher import _kill_tree, error_summary, launch_line
+from hvdscale.study.sweep.plan import Point, SweepSpec, round_point
+from hvdscale.train.points import LaunchPlan, PlannedPoint, write_plan
+
+POLL_S = 0.2
+
+
+def point_sets(spec: SweepSpec, point: Point) -> list[str]:
+    """The ``--set`` overrides that make ``point``'s config from the sweep's (framework and
+    strategy last, so they win over a --set of them)."""
+    return [*spec.overrides, *point.sets, f"framework={point.cfg.framework}",
+            f"strategy.name={point.strategy}"]
+
+
+def in_round(spec: SweepSpec, point: Point, r: int) -> Point:
+    """``point`` as round ``r`` runs it (tagged with its round when there are several)."""
+    return point if spec.repeats == 1 else round_point(point, r)
+
+
+def shared_command(spec: SweepSpec, ranks: int, plan_path: Path,
+                   hostfile_path: Path | None = None) -> list[str]:
+    """The launcher command that runs a plan's points on ``ranks`` ranks."""
+    prog = [sys.executable, "-m", "hvdscale", "run-points", str(plan_path), "--out", str(spec.out)]
+    if spec.progress_every is not None:
+        prog += ["--progress-every", f"{spec.progress_every:g}"]
+    return launch_line(spec.launcher, ranks, prog, hostfile_path, spec.network_interfaces,
+                       spec.launcher_args)
+
+
+@dataclass
+class Watched:
+    """How a watched launch went."""
+
+    rc: int | None = None
+    timed_out: bool = False
+    spawned: float = 0.0
+    exited: float = 0.0
+    events: list[dict[str, Any]] = field(default_factory=list)
+    """Rank 0's state lines: each point's start and end."""
+
+    def started(self) -> set[int]:
+        """Positions the launch started."""
+        return {e["position"] for e in self.events if e.get("event") == "start"}
+
+    def ended(self) -> set[int]:
+        """Positions the launch finished (ok or failed on every rank)."""
+        return {e["position"] for e in self.events if e.get("event") == "end"}
+
+    def span(self, k: int) -> tuple[float, float] | None:
+        """(start, end) epoch seconds of position ``k`` (its end: the launch's, if cut)."""
+        s = [e["at"] for e in self.events if e.get("position") == k and e.get("event") == "start"]
+        e = [e["at"] for e in self.events if e.get("position") == k and e.get("event") == "end"]
+        return (s[0], e[0] if e else self.exited or time.time()) if s else None
+
+
+def _read_state(path: Path) -> list[dict[str, Any]]:
+    """The complete lines of a state file (a line being written is left for the next read)."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            break
+    return out
+
+
+def watch_launch(cmd: list[str], env: Mapping[str, str], limit_s: float, state: Path,
+                 logs: tuple[Path, Path],
+                 on_event: Callable[[dict[str, Any], Watched], None]) -> Watched:
+    """Run ``cmd``, ending it when one point runs longer than ``limit_s`` (or, before the first
+    point starts, when start-up does); ``on_event`` sees each new state line (and ``w``)."""
+    w = Watched()
+    out_log, err_log = logs
+    with open(out_log, "wb") as fo, open(err_log, "wb") as fe:
+        fo.write(("$ " + shlex.join(cmd) + "\n").encode())
+        fo.flush()
+        w.spawned = time.time()
+        proc = subprocess.Popen(cmd, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL,
+                                env=dict(env), start_new_session=True)
+        try:
+            since = w.spawned
+            while proc.poll() is None:
+                time.sleep(POLL_S)
+                since = _take_events(w, state, on_event, since)
+                if time.time() - since > limit_s:
+                    w.timed_out = True
+                    _kill_tree(proc)
+                    break
+        except BaseException:
+            _kill_tree(proc, grace_s=5.0)  # Ctrl-C: every rank ends; written records stay
+            raise
+        w.rc = proc.returncode
+    w.exited = time.time()
+    _take_events(w, state, on_event, 0.0)
+    return w
+
+
+def _take_events(w: Watched, state: Path,
+                 on_event: Callable[[dict[str, Any], Watched], None],
+                 since: float) -> float:
+    """New state lines into ``w``; returns when the running point (or start-up) began."""
+    lines = _read_state(state)
+    for e in lines[len(w.events):]:
+        w.events.append(e)
+        on_event(e, w)
+    last = w.events[-1] if w.events else None
+    if last is not None and last.get("event") == "start":
+        return float(last["at"])
+    return float(last["at"]) if last is not None else since
+
+
+def launch_name(launch: Launch, attempt: int) -> str:
+    """A file-name-safe name for one launch of a round."""
+    p = launch.points[0]
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    base = f"r{launch.round + 1}_np{p.ranks}_{p.cfg.framework}_{stamp}_{attempt}"
+    return re.sub(r"[^\w.-]", "-", base)
+
+
+def plan_for(spec: SweepSpec, launch: Launch, points: list[Point], name: str,
+             folder: Path) -> LaunchPlan:
+    """The plan a launch's ranks read (written to ``folder``)."""
+    plan = LaunchPlan(name, tuple(PlannedPoint(p.label, str(spec.config),
+                                               tuple(point_sets(spec, in_round(spec, p,
+                                                                               launch.round))))
+                                  for p in points), str(folder / f"{name}.state.jsonl"))
+    write_plan(folder / f"{name}.plan.json", plan)
+    return plan
+
+
+def failed_record(spec: SweepSpec, point: Point, r: int, why: str, extra: dict[str, Any]) -> None:
+    """The sweep's failed record for a point its launch did not finish."""
+    from hvdscale.config import to_dict
+    from hvdscale.records.schema import SCHEMA_VERSION
+    from hvdscale.records.store import record_key
+    from hvdscale.study.sweep.plan import point_workers
+
+    cfg = in_round(spec, point, r).cfg
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    append_record(spec.out, {
+        "schema": SCHEMA_VERSION, "status": "failed", "name": cfg.name, "started": now,
+        "finished": now, "key": record_key(cfg), "ranks": point.ranks,
+        "workers": point_workers(cfg, point.ranks), "config": to_dict(cfg),
+        "launcher": spec.launcher, "error": why, **extra})
+
+
+def stderr_why(err_log: Path, out_log: Path, rc: int | None) -> str:
+    """The launch's own last words, for a failed point's record."""
+    stderr, stdout = (f.read_text(errors="replace") if f.exists() else ""
+                      for f in (err_log, out_log))
+    return (f"exit {rc}: " if rc else "") + error_summary(stderr, stdout=stdout)
+
+
+def by_position(records: list[dict[str, Any]], name: str) -> dict[int, dict[str, Any]]:
+    """The records one launch wrote, by their position in it."""
+    return {int(r["launch"]["position"]): r for r in records
+            if isinstance(r.get("launch"), dict) and r["launch"].get("id") == name
+            and (schema.is_ok(r) or r.get("status") == "failed")}
