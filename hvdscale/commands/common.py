@@ -72,6 +72,16 @@ def add_timeout(parser: argparse.ArgumentParser, default: float = 900.0,
     parser.add_argument("--timeout", type=float, default=default, metavar=metavar, help=help)
 
 
+def add_progress(parser: argparse.ArgumentParser) -> None:
+    """``--progress-every S`` and ``--quiet``: rank 0's progress report of a run on the ranks
+    (``hvdscale run``, ``hvdscale run-points``)."""
+    parser.add_argument("--progress-every", type=seconds, default=10.0, metavar="S",
+                        help="rank 0's progress: a plain line every S seconds when output is a "
+                        "file or pipe (default: 10); on a terminal it is one live line")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress report; only the final summary line")
+
+
 def add_no_plot(parser: argparse.ArgumentParser, help: str) -> None:
     """``--no-plot``: skip the PNGs."""
     parser.add_argument("--no-plot", action="store_true", help=help)

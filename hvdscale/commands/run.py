@@ -22,11 +22,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     common.add_config(r)
     common.add_set(r, "override a config key, e.g. strategy.name=independent (repeatable)")
     common.add_out(r)
-    r.add_argument("--progress-every", type=common.seconds, default=10.0, metavar="S",
-                   help="rank 0's progress: a plain line every S seconds when output is a file "
-                   "or pipe (default: 10); on a terminal it is one live line")
-    r.add_argument("--quiet", action="store_true",
-                   help="no progress report; only the final summary line")
+    common.add_progress(r)
     return r
 
 

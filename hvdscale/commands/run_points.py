@@ -22,9 +22,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "logs/ folder), releasing everything a point set up before the next one.")
     r.add_argument("plan", help="the launch plan (JSON) the sweep wrote")
     common.add_out(r)
-    r.add_argument("--progress-every", type=common.seconds, default=10.0, metavar="S",
-                   help="rank 0's plain progress line every S seconds (default: 10)")
-    r.add_argument("--quiet", action="store_true", help="no progress report")
+    common.add_progress(r)
     return r
 
 

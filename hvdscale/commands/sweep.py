@@ -107,9 +107,8 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-
 def _say_cost(out: Path, say: Callable[[str], None]) -> None:
-    """The sweep's last line: what the results directory's launches cost
+    """The line before the report: what the results directory's launches cost
     (hvdscale.study.sweep.cost)."""
     from hvdscale.study.sweep.cost import sweep_cost
     from hvdscale.study.sweep.launcher import read_out

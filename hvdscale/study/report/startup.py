@@ -8,7 +8,6 @@ A slow launch names its phase here: each cell is the slowest rank's seconds in t
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 from typing import Any
@@ -52,10 +51,9 @@ def startup_table(records: list[dict[str, Any]]) -> str:
 
 def sweep_line(results: str | Path) -> str:
     """One line on the sweep's own time between points ('' without its timing file)."""
-    path = Path(results) / TIMING_FILE
-    if not path.is_file():
-        return ""
-    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    from hvdscale.study.sweep.cost import launch_seconds, timing_rows
+
+    rows = timing_rows(results)
     # the first launch has no point before it; a shared launch's points have no sweep between
     between = [r["between_s"] for r in rows[1:] if "between_s" in r]
     starts = [r["launcher_start_s"] for r in rows if r.get("launcher_start_s") is not None]
@@ -68,7 +66,9 @@ def sweep_line(results: str | Path) -> str:
     if starts:
         parts.append(f"launcher spawn to first rank's process start median "
                      f"{statistics.median(starts):.2f} s")
-    return f"Over {len(rows)} launch(es): " + "; ".join(parts) + f" ({TIMING_FILE}).\n"
+    # A shared launch writes a line per point: count launches, not lines.
+    return (f"Over {launch_seconds(rows)[0]} launch(es): " + "; ".join(parts)
+            + f" ({TIMING_FILE}).\n")
 
 
 def startup_section(records: list[dict[str, Any]], results: str | Path) -> str:

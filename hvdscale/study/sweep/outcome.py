@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from hvdscale.records.store import append_record
 from hvdscale.study.sweep.overhead import LaunchTiming
-from hvdscale.study.sweep.plan import Point
+from hvdscale.study.sweep.plan import Point, SweepSpec
 
 
 @dataclass
@@ -34,3 +36,19 @@ class SweepResult:
     def failed(self) -> list[Outcome]:
         """The outcomes that failed."""
         return [o for o in self.outcomes if o.status == "failed"]
+
+
+def failed_record(spec: SweepSpec, cfg: Any, ranks: int, why: str,
+                  extra: dict[str, Any]) -> None:
+    """The sweep's failed record of a point (its config as run, ``cfg``) whose launch wrote
+    none; ``extra`` adds what the caller knows (its start, command, log...)."""
+    from hvdscale.config import to_dict
+    from hvdscale.records.schema import SCHEMA_VERSION
+    from hvdscale.records.store import record_key
+
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    append_record(spec.out, {
+        "schema": SCHEMA_VERSION, "status": "failed", "name": cfg.name, "started": now,
+        "finished": now, "key": record_key(cfg), "ranks": ranks,
+        "workers": cfg.strategy.workers(ranks), "config": to_dict(cfg),
+        "launcher": spec.launcher, "error": why, **extra})

@@ -301,3 +301,15 @@ def rounds_of(records: Sequence[dict[str, Any]], point: Point,
     (``hvdscale.study.paired.rounds.by_round``);
     any round's ``round_point`` of it matches the same records."""
     return by_round(recorded_all(list(records), point), repeats)
+
+
+def in_round(spec: SweepSpec, point: Point, r: int) -> Point:
+    """``point`` as round ``r`` runs it (tagged with its round when the sweep has several)."""
+    return point if spec.repeats == 1 else round_point(point, r)
+
+
+def point_sets(spec: SweepSpec, point: Point) -> list[str]:
+    """The ``--set`` overrides that make ``point``'s config from the sweep's (framework and
+    strategy last, so they win over a --set of them)."""
+    return [*spec.overrides, *point.sets, f"framework={point.cfg.framework}",
+            f"strategy.name={point.strategy}"]

@@ -10,13 +10,12 @@ from typing import Any
 from hvdscale.records import schema
 from hvdscale.study.sweep.groups import Launch
 from hvdscale.study.sweep.launcher import launch_env, read_out
-from hvdscale.study.sweep.outcome import Outcome
+from hvdscale.study.sweep.outcome import Outcome, failed_record
 from hvdscale.study.sweep.overhead import write_timing
-from hvdscale.study.sweep.plan import Point, SweepSpec
+from hvdscale.study.sweep.plan import Point, SweepSpec, in_round
 from hvdscale.study.sweep.shared import (
     Watched,
     by_position,
-    failed_record,
     launch_name,
     plan_for,
     shared_command,
@@ -69,7 +68,7 @@ def run_shared(spec: SweepSpec, launch: Launch, points: list[Point], hostfile: P
     else:
         for p in todo:
             why = f"not reached: {ATTEMPTS} launches ended before this point"
-            failed_record(spec, p, launch.round, why, {})
+            failed_record(spec, in_round(spec, p, launch.round).cfg, p.ranks, why, {})
             o = Outcome(p, "failed", 0.0, error=why)
             tell(o)
             outcomes.append(o)
@@ -102,7 +101,7 @@ def _settle(spec: SweepSpec, launch: Launch, todo: list[Point], name: str, w: Wa
         elif k in started:  # the launch ended inside this point
             why = (f"timed out after {spec.timeout_s:g} s (no record written); ended the launch"
                    if w.timed_out else stderr_why(logs[1], logs[0], w.rc))
-            failed_record(spec, p, launch.round, why, {
+            failed_record(spec, in_round(spec, p, launch.round).cfg, p.ranks, why, {
                 "launch": {"id": name, "position": k, "shared": True},
                 "timed_out": w.timed_out, "returncode": w.rc, "log": str(logs[1])})
             done.append(Outcome(p, "failed", seconds, error=why, log=logs[1]))

@@ -23,25 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.records import schema
-from hvdscale.records.store import append_record
 from hvdscale.study.sweep.groups import Launch
 from hvdscale.study.sweep.launcher import _kill_tree, error_summary, launch_line
-from hvdscale.study.sweep.plan import Point, SweepSpec, round_point
+from hvdscale.study.sweep.plan import Point, SweepSpec, in_round, point_sets
 from hvdscale.train.points import LaunchPlan, PlannedPoint, write_plan
 
 POLL_S = 0.2
-
-
-def point_sets(spec: SweepSpec, point: Point) -> list[str]:
-    """The ``--set`` overrides that make ``point``'s config from the sweep's (framework and
-    strategy last, so they win over a --set of them)."""
-    return [*spec.overrides, *point.sets, f"framework={point.cfg.framework}",
-            f"strategy.name={point.strategy}"]
-
-
-def in_round(spec: SweepSpec, point: Point, r: int) -> Point:
-    """``point`` as round ``r`` runs it (tagged with its round when there are several)."""
-    return point if spec.repeats == 1 else round_point(point, r)
 
 
 def shared_command(spec: SweepSpec, ranks: int, plan_path: Path,
@@ -68,10 +55,6 @@ class Watched:
     def started(self) -> set[int]:
         """Positions the launch started."""
         return {e["position"] for e in self.events if e.get("event") == "start"}
-
-    def ended(self) -> set[int]:
-        """Positions the launch finished (ok or failed on every rank)."""
-        return {e["position"] for e in self.events if e.get("event") == "end"}
 
     def span(self, k: int) -> tuple[float, float] | None:
         """(start, end) epoch seconds of position ``k`` (its end: the launch's, if cut)."""
@@ -127,15 +110,12 @@ def watch_launch(cmd: list[str], env: Mapping[str, str], limit_s: float, state: 
 def _take_events(w: Watched, state: Path,
                  on_event: Callable[[dict[str, Any], Watched], None],
                  since: float) -> float:
-    """New state lines into ``w``; returns when the running point (or start-up) began."""
-    lines = _read_state(state)
-    for e in lines[len(w.events):]:
+    """New state lines into ``w``; returns when the launch's last event was (a point's start or
+    end), or ``since`` before its first: what the time limit counts from."""
+    for e in _read_state(state)[len(w.events):]:
         w.events.append(e)
         on_event(e, w)
-    last = w.events[-1] if w.events else None
-    if last is not None and last.get("event") == "start":
-        return float(last["at"])
-    return float(last["at"]) if last is not None else since
+    return float(w.events[-1]["at"]) if w.events else since
 
 
 def launch_name(launch: Launch, attempt: int) -> str:
@@ -157,22 +137,6 @@ def plan_for(spec: SweepSpec, launch: Launch, points: list[Point], name: str,
     return plan
 
 
-def failed_record(spec: SweepSpec, point: Point, r: int, why: str, extra: dict[str, Any]) -> None:
-    """The sweep's failed record for a point its launch did not finish."""
-    from hvdscale.config import to_dict
-    from hvdscale.records.schema import SCHEMA_VERSION
-    from hvdscale.records.store import record_key
-    from hvdscale.study.sweep.plan import point_workers
-
-    cfg = in_round(spec, point, r).cfg
-    now = datetime.now(UTC).isoformat(timespec="seconds")
-    append_record(spec.out, {
-        "schema": SCHEMA_VERSION, "status": "failed", "name": cfg.name, "started": now,
-        "finished": now, "key": record_key(cfg), "ranks": point.ranks,
-        "workers": point_workers(cfg, point.ranks), "config": to_dict(cfg),
-        "launcher": spec.launcher, "error": why, **extra})
-
-
 def stderr_why(err_log: Path, out_log: Path, rc: int | None) -> str:
     """The launch's own last words, for a failed point's record."""
     stderr, stdout = (f.read_text(errors="replace") if f.exists() else ""
@@ -182,6 +146,10 @@ def stderr_why(err_log: Path, out_log: Path, rc: int | None) -> str:
 
 def by_position(records: list[dict[str, Any]], name: str) -> dict[int, dict[str, Any]]:
     """The records one launch wrote, by their position in it."""
-    return {int(r["launch"]["position"]): r for r in records
-            if isinstance(r.get("launch"), dict) and r["launch"].get("id") == name
-            and (schema.is_ok(r) or r.get("status") == "failed")}
+    out = {}
+    for r in records:
+        where = schema.launch(r)
+        if where is not None and where.get("id") == name and (
+                schema.is_ok(r) or schema.status(r) == "failed"):
+            out[int(where["position"])] = r
+    return out

@@ -26,11 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hvdscale.config import to_dict
 from hvdscale.records import schema
 from hvdscale.records.load import load_now
-from hvdscale.records.schema import SCHEMA_VERSION
-from hvdscale.records.store import append_record, record_key
 from hvdscale.study.sweep.hostfile import write_hostfile
 from hvdscale.study.sweep.launcher import (
     error_summary,
@@ -39,15 +36,15 @@ from hvdscale.study.sweep.launcher import (
     read_out,
     run_launch,
 )
-from hvdscale.study.sweep.outcome import Outcome, SweepResult
+from hvdscale.study.sweep.outcome import Outcome, SweepResult, failed_record
 from hvdscale.study.sweep.overhead import LaunchTiming, write_timing
 from hvdscale.study.sweep.plan import (
     Point,
     SweepSpec,
+    in_round,
     matches,
-    point_workers,
+    point_sets,
     recorded,
-    round_point,
     rounds_of,
 )
 
@@ -55,14 +52,12 @@ from hvdscale.study.sweep.plan import (
 
 def run_argv(spec: SweepSpec, point: Point) -> list[str]:
     """The ``hvdscale run`` command every rank of ``point`` executes."""
-    sets = [a for o in (*spec.overrides, *point.sets) for a in ("--set", o)]
+    sets = [a for o in point_sets(spec, point) for a in ("--set", o)]
     if spec.progress_every is not None:
         sets += ["--progress-every", f"{spec.progress_every:g}"]
-    # The interpreter running the sweep runs the ranks too (same install on every host);
-    # framework and strategy.name come last so they win over a --set of them.
+    # The interpreter running the sweep runs the ranks too (same install on every host).
     return [sys.executable, "-m", "hvdscale", "run", str(spec.config), *sets,
-            "--set", f"framework={point.cfg.framework}",
-            "--set", f"strategy.name={point.strategy}", "--out", str(spec.out)]
+            "--out", str(spec.out)]
 
 
 def launch_command(spec: SweepSpec, point: Point, hostfile_path: Path | None = None,
@@ -118,13 +113,9 @@ def run_point(spec: SweepSpec, point: Point, hostfile_path: Path | None = None,
     else:
         why = error_summary(stderr, stdout=stdout)
         error = (f"exit {rc}: " if rc else "launch exited 0 but wrote no record: ") + why
-    append_record(spec.out, {
-        "schema": SCHEMA_VERSION, "status": "failed", "name": point.cfg.name, "started": started,
-        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-        "key": record_key(point.cfg), "ranks": point.ranks,
-        "workers": point_workers(point.cfg, point.ranks), "config": to_dict(point.cfg),
-        "launcher": spec.launcher, "command": cmd, "returncode": rc, "timed_out": timed_out,
-        "seconds": round(seconds, 3), "error": error,
+    failed_record(spec, point.cfg, point.ranks, error, {
+        "started": started, "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": cmd, "returncode": rc, "timed_out": timed_out, "seconds": round(seconds, 3),
         "stderr_tail": stderr.splitlines()[-20:], "log": str(err_log)})
     return Outcome(point, "failed", seconds, error=error, log=err_log, timing=timing)
 
@@ -150,12 +141,10 @@ def launches(spec: SweepSpec) -> list[tuple[int, Point]]:
     """(round, point) in launch order: round r launches every point once before round r+1,
     the order rotated by one point per round (as the benches do), so no point always runs
     first, or always right after the largest one."""
-    pts = list(spec.points)
-    out: list[tuple[int, Point]] = []
-    for r in range(spec.repeats):
-        k = r % len(pts) if pts else 0
-        out += [(r, p) for p in pts[k:] + pts[:k]]
-    return out
+    from hvdscale.study.sweep.groups import all_launches
+
+    return [(x.round, x.points[0]) for x in all_launches(list(spec.points), spec.repeats,
+                                                         per_point=True)]
 
 
 def measured(records: list[dict[str, Any]], spec: SweepSpec, r: int,
@@ -268,7 +257,7 @@ def _run_launch(spec: SweepSpec, launch: Any, run: list[Point], hf: Path | None,
     timing.sampled = time.time()
     if warning:
         say(f"{point.label}: {warning}")
-    o = run_point(spec, point if spec.repeats == 1 else round_point(point, r), hf, timing)
+    o = run_point(spec, in_round(spec, point, r), hf, timing)
     o.point = point
     write_timing(spec.out, point.label, r, timing.entry(o.record, None))
     tell(o)
@@ -291,7 +280,7 @@ def dry_run(spec: SweepSpec, say: Callable[[str], None] = print) -> None:
     """Print each launch's command (every round's, in launch order) and the points it runs;
     launch nothing."""
     from hvdscale.study.sweep.groups import all_launches
-    from hvdscale.study.sweep.shared import point_sets, shared_command
+    from hvdscale.study.sweep.shared import shared_command
 
     hf = spec.hostfile.path if spec.hostfile else None  # the launch uses a clean copy of it
     plan = all_launches(list(spec.points), spec.repeats, spec.launch_per_point)
@@ -300,7 +289,7 @@ def dry_run(spec: SweepSpec, say: Callable[[str], None] = print) -> None:
         rnd = f" round {r + 1}/{spec.repeats}" if spec.repeats > 1 else ""
         if not launch.shared:
             (point,) = launch.points
-            pt = point if spec.repeats == 1 else round_point(point, r)
+            pt = in_round(spec, point, r)
             say(f"[launch {k}/{len(plan)}]{rnd} {point.label} (a launch of its own: "
                 f"{launch.alone}): {shlex.join(launch_command(spec, pt, hf))}")
             continue
@@ -308,5 +297,5 @@ def dry_run(spec: SweepSpec, say: Callable[[str], None] = print) -> None:
         say(f"[launch {k}/{len(plan)}]{rnd} np={launch.ranks}, {len(launch.points)} points "
             f"in one launch: {shlex.join(line)}")
         for j, point in enumerate(launch.points, 1):
-            pt = point if spec.repeats == 1 else round_point(point, r)
+            pt = in_round(spec, point, r)
             say(f"    {j}. {point.label}: --set {' --set '.join(point_sets(spec, pt))}")
