@@ -175,3 +175,15 @@ def test_horovod_with_fixed_fusion_or_cycle_settings_runs_alone(tmp_path: Path) 
     assert "parameter manager crashes" in launches[0].alone
     plain = _plan(tmp_path)
     assert all(x.shared for x in round_launches(list(plain.points), 0))
+
+
+def test_a_state_line_not_of_rank_0s_shape_ends_the_reading(tmp_path: Path) -> None:
+    from hvdscale.study.sweep.shared import _read_state
+
+    good = '{"at": 1.0, "position": 0, "event": "start"}\n'
+    state = tmp_path / "s.jsonl"
+    for bad in ('{"at": "soon", "position": 0, "event": "end"}\n', '[1, 2]\n',
+                '{"at": 2.0, "position": "0", "event": "end"}\n',
+                '{"at": 2.0, "position": 0, "event": "done"}\n', '{"at": 2.0, "posi'):
+        state.write_text(good + bad + good)
+        assert _read_state(state) == [json.loads(good)], bad

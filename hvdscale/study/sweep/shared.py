@@ -70,9 +70,14 @@ def _read_state(path: Path) -> list[dict[str, Any]]:
     out = []
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
-            out.append(json.loads(line))
+            e = json.loads(line)
         except ValueError:
             break
+        # Only a line of the shape rank 0 writes is believed; anything else ends the reading.
+        if not (isinstance(e, dict) and isinstance(e.get("at"), int | float)
+                and isinstance(e.get("position"), int) and e.get("event") in ("start", "end")):
+            break
+        out.append(e)
     return out
 
 
