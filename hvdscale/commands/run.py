@@ -41,14 +41,11 @@ def handle(args: argparse.Namespace) -> int:
         record = runner.run(cfg, args.out, argv=sys.argv, progress=progress)
     finally:
         progress.close()  # the summary line (or the error) takes the live line's place
-    if record is not None:
-        print(_one_line(record), flush=True)
+    if record is not None:  # rank 0: the run in one line
+        k, fw = schema.key(record), schema.config(record)["framework"]
+        print(f"hvdscale: {k['model']}/{fw}/{k['rnn_impl']}/{k['strategy']} "
+              f"ranks={schema.ranks(record)} words/s={schema.words_per_s(record):.1f} "
+              f"step={schema.step_median_s(record) * 1e3:.1f}ms "
+              f"(+-{schema.step_time(record)['jitter'] * 1e3:.1f}) "
+              f"loss={schema.final_loss(record):.4f}", flush=True)
     return 0
-
-
-def _one_line(rec: dict) -> str:
-    k, fw = schema.key(rec), schema.config(rec)["framework"]
-    return (f"hvdscale: {k['model']}/{fw}/{k['rnn_impl']}/{k['strategy']} "
-            f"ranks={schema.ranks(rec)} words/s={schema.words_per_s(rec):.1f} "
-            f"step={schema.step_median_s(rec) * 1e3:.1f}ms "
-            f"(+-{schema.step_time(rec)['jitter'] * 1e3:.1f}) loss={schema.final_loss(rec):.4f}")

@@ -239,7 +239,7 @@ def tf32_in_force(cfg: RunConfig) -> str:
 
 
 def check_launch(cfg: RunConfig, ranks: int, mpi: bool) -> None:
-    """Reject a config that ``ranks`` ranks cannot run (the runner checks it on every rank,
+    """Reject a config that ``ranks`` ranks cannot run (the preflight checks it on every rank,
     the sweep for every point before the first launch).
 
     Args:

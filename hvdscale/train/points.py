@@ -155,7 +155,7 @@ def _one_point(launch: _Launch, k: int, p: PlannedPoint) -> bool:
         start_deadline(cfg.measure.run_deadline_s(), rank)
         faults.maybe_fault(rank, "config")
         if launch.parts is None:
-            launch.parts = prepare_launch(cfg)
+            launch.parts = prepare_launch(cfg.threads, cfg.framework, cfg.device)
             from mpi4py import MPI
 
             launch.agreements = MPI.COMM_WORLD.Dup()  # hvd: collective, once per launch

@@ -1,8 +1,9 @@
 """One run on every rank: set up, warm up, measure, gather, and (rank 0) write the record.
 
 Every rank runs this same function. The order matters: threads and Horovod settings take effect
-before the libraries that read them start; the results directory is proven writable before any
-training; timings are gathered only after the timed window.
+before the libraries that read them start; the preflight (hvdscale.train.preflight) refuses
+whatever the world cannot run, the results directory included, once the world is made and
+before any training; timings are gathered only after the timed window.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hvdscale.config import NATIVE_STRATEGIES, RunConfig, StrategyConfig, check_launch
-from hvdscale.config.run import check_precision_device, tf32_in_force
+from hvdscale.config import RunConfig, StrategyConfig, ThreadsConfig
+from hvdscale.config.run import tf32_in_force
 from hvdscale.core import startup
 from hvdscale.core.faults import maybe_fault
 from hvdscale.core.peers import start_peers
@@ -24,21 +25,17 @@ from hvdscale.core.supervise import current_state, phase, start_deadline, stop_d
 from hvdscale.core.threads import export_threads, launch_local_size, single_host_mpi_env
 from hvdscale.core.world import World, is_gloo_launch, launch_rank, make_world
 from hvdscale.records.startup import summarize_startup
-from hvdscale.records.store import append_record, check_writable
+from hvdscale.records.store import append_record
 from hvdscale.train.blocks import MAX_BLOCKS, BlockMeter
 from hvdscale.train.context import RunContext
 from hvdscale.train.loop import LoopParts, train_loop
 from hvdscale.train.lr import scaled_optim
+from hvdscale.train.preflight import preflight
 from hvdscale.train.rank_data import load_data
 from hvdscale.train.record import build_record, rank_entry
 from hvdscale.train.shapes import check_same_shapes
 from hvdscale.train.teardown import close_strategies
 from hvdscale.train.until import make_tracker
-
-
-def check_world(cfg: RunConfig, world: World) -> None:
-    """Reject configs this launch cannot run, identically on every rank."""
-    check_launch(cfg, world.size, world.backend == "mpi")
 
 
 @dataclass(frozen=True)
@@ -55,12 +52,27 @@ class LaunchParts:
     local_size: int
 
 
-def prepare_launch(cfg: RunConfig) -> LaunchParts:
-    """Threads, framework, device and MPI for ``cfg``'s launch (start-up phases imports, mpi)."""
+def prepare_launch(threads: ThreadsConfig, framework: str, device: str) -> LaunchParts:
+    """Threads, framework, device and MPI for a launch (start-up phases imports, mpi): what
+    its points share (``hvdscale.study.sweep.groups.share_key``)."""
     local_size = launch_local_size()
-    intra, inter = _export_threads(cfg, local_size)
+    intra, inter = export_threads(threads.intra_op, threads.inter_op, threads.mpi_yield,
+                                  local_size)
     os.environ.update(single_host_mpi_env())
-    fw, placement = _framework_on_device(cfg, intra, inter, local_size)
+    # The framework loads (and sizes its thread pools) before Horovod starts: TensorFlow's
+    # pools are fixed by its first op, and Horovod's collectives run ops.
+    from hvdscale.frameworks import load_framework
+
+    fw = load_framework(framework)
+    fw.set_threads(intra, inter)
+    # The device, before Horovod and before TensorFlow's runtime start: device=cuda without a
+    # GPU fails here, identically on every rank, before anything is trained or recorded.
+    from hvdscale.core.device import launch_local_rank, resolve_device
+
+    # device=cpu asks nothing of CUDA: counting GPUs would start its driver (seconds on a GPU host)
+    gpus = 0 if device == "cpu" else fw.gpu_count()
+    placement = resolve_device(device, gpus, launch_local_rank(), local_size)
+    fw.use_device(placement)
     preload = getattr(fw, "preload", None)  # a framework's once-per-process first-use work
     if preload is not None:
         preload()
@@ -96,7 +108,7 @@ def run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None = None,
     start_deadline(cfg.measure.run_deadline_s(), launch_rank())
     try:
         maybe_fault(launch_rank(), "config")
-        launch = prepare_launch(cfg)
+        launch = prepare_launch(cfg.threads, cfg.framework, cfg.device)
         point = PointRun(argv, started)
         record = run_prepared(launch, cfg, out_dir, point, progress or ProgressReport())
         # The strategy goes first, in its own order: dropped with the rest, DDP's reducer would
@@ -109,16 +121,12 @@ def run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None = None,
 
 def run_prepared(launch: LaunchParts, cfg: RunConfig, out_dir: str | Path, point: PointRun,
                  progress: ProgressReport) -> dict[str, Any] | None:
-    """Horovod, world and checks for ``cfg`` on a prepared launch; then ``_train``."""
+    """Horovod, world and the preflight for ``cfg`` on a prepared launch; then ``_train``, and
+    rank 0 writes the record it returns."""
     fw = launch.fw
-    check_precision_device(cfg.precision, launch.placement.kind)
-    fw.set_tf32(tf32_in_force(cfg))
-    # The frameworks' own strategies (ddp, mwms) never start Horovod; under horovodrun --gloo
-    # the check refuses what cannot run without MPI, before any world is made.
-    native = cfg.strategy.name in NATIVE_STRATEGIES
-    if native and is_gloo_launch():
-        check_launch(cfg, 1, mpi=False)
-    use_hvd = cfg.strategy.name == "horovod" or (is_gloo_launch() and not native)
+    # Under horovodrun --gloo Horovod is the only channel, whatever the strategy: the world is
+    # made over it, and the preflight refuses the strategies that need MPI.
+    use_hvd = cfg.strategy.name == "horovod" or is_gloo_launch()
     hvd_env: dict[str, str] = {}
     hvd_cfg = cfg.strategy.horovod
     if use_hvd:
@@ -134,13 +142,9 @@ def run_prepared(launch: LaunchParts, cfg: RunConfig, out_dir: str | Path, point
     # nothing a failed point left unreceived can match the next point's receives.
     world = make_world(use_hvd, fw.HOROVOD, own_comm=point.launch is not None)
     point.held.append(("world", world))
-    check_world(cfg, world)
-    gpu_groups = _check_gpu_sharing(cfg, world, launch.placement,
-                                    fw.HOROVOD.module if use_hvd else None)
-    if world.rank == 0:
-        check_writable(out_dir)
-    phase("barrier: results directory checked", waiting=True)
-    world.barrier()  # no rank trains unless rank 0 can write the record
+    # Every refusal at once, and no rank trains unless rank 0 can write the record.
+    gpu_groups = preflight(cfg, out_dir, world, launch.placement,
+                           fw.HOROVOD.module if use_hvd else None)
     startup.mark("horovod")
     # Each rank answers where it is over a side channel, so a rank that waits too long in a
     # collective can name the rank it waits for (hvdscale.core.peers).
@@ -156,54 +160,16 @@ def run_prepared(launch: LaunchParts, cfg: RunConfig, out_dir: str | Path, point
     startup.mark("side_channel")
     ctx = RunContext(cfg, world, fw, launch.placement, launch.intra, launch.inter,
                      point.started, point.argv, {"env": hvd_env, "used": hvd_used}, gpu_groups)
-    return _train(ctx, strategy_cfg, out_dir, progress, point)
+    record = _train(ctx, strategy_cfg, progress, point)
+    if record is not None:
+        append_record(out_dir, record)
+    return record
 
 
-def _framework_on_device(cfg: RunConfig, intra: int, inter: int,
-                         local_size: int) -> tuple[Any, Any]:
-    """The framework loaded with its threads, on its device, at its precision."""
-    # The framework loads (and sizes its thread pools) before Horovod starts: TensorFlow's
-    # pools are fixed by its first op, and Horovod's collectives run ops.
-    from hvdscale.frameworks import load_framework
-
-    fw = load_framework(cfg.framework)
-    fw.set_threads(intra, inter)
-    # The device, before Horovod and before TensorFlow's runtime start: device=cuda without a
-    # GPU fails here, identically on every rank, before anything is trained or recorded.
-    from hvdscale.core.device import launch_local_rank, resolve_device
-
-    # device=cpu asks nothing of CUDA: counting GPUs would start its driver (seconds on a GPU host)
-    gpus = 0 if cfg.device == "cpu" else fw.gpu_count()
-    placement = resolve_device(cfg.device, gpus, launch_local_rank(), local_size)
-    fw.use_device(placement)
-    check_precision_device(cfg.precision, placement.kind)
-    fw.set_tf32(tf32_in_force(cfg))
-    return fw, placement
-
-
-def _check_gpu_sharing(cfg: RunConfig, world: World, placement: Any,
-                       hvd_module: str | None) -> list[list[int]]:
-    """The ranks sharing a GPU (every rank, one small allgather); refuses, on every rank alike
-    and before training, Horovod's NCCL operations on a shared GPU (NCCL cannot serve it)."""
-    from hvdscale.core.gpu_sharing import check_horovod, gather_groups
-
-    groups = gather_groups(world, placement)
-    if groups and hvd_module is not None and cfg.strategy.name == "horovod":
-        import importlib
-
-        check_horovod(groups, bool(importlib.import_module(hvd_module).nccl_built()))  # hvd:
-    return groups
-
-
-def _export_threads(cfg: RunConfig, local_size: int) -> tuple[int, int]:
-    """Resolve the intra/inter-op thread counts and export the thread settings they imply."""
-    return export_threads(cfg.threads.intra_op, cfg.threads.inter_op, cfg.threads.mpi_yield,
-                          local_size)
-
-
-def _train(ctx: RunContext, strategy_cfg: StrategyConfig, out_dir: str | Path,
-           progress: ProgressReport, point: PointRun) -> dict[str, Any] | None:
-    """Data, model, strategy, schedule, the step loop and the gather; rank 0 writes the record."""
+def _train(ctx: RunContext, strategy_cfg: StrategyConfig, progress: ProgressReport,
+           point: PointRun) -> dict[str, Any] | None:
+    """Data, model, strategy, schedule, the step loop and the gather; rank 0 returns the
+    record, the other ranks None."""
     from hvdscale.strategies import make_strategy
 
     cfg, world, rank = ctx.cfg, ctx.world, ctx.world.rank
@@ -221,6 +187,7 @@ def _train(ctx: RunContext, strategy_cfg: StrategyConfig, out_dir: str | Path,
     maybe_fault(rank, "model")
     optim, optim_used = scaled_optim(cfg.optim, cfg.data.scaling,
                                      getattr(strategy, "num_workers", world.size))
+    ctx.fw.set_tf32(tf32_in_force(cfg))  # this point's matmuls, before its model is made
     adapter = ctx.fw.make_adapter(cfg.model, optim, data.src_vocab, data.tgt_vocab,
                                   ctx.placement, precision=cfg.precision)
     check_same_shapes(cfg.model, adapter, world)
@@ -244,7 +211,6 @@ def _train(ctx: RunContext, strategy_cfg: StrategyConfig, out_dir: str | Path,
     hooks.complete(record, optim_used)
     if point.launch is not None:
         record["launch"] = point.launch
-    append_record(out_dir, record)
     return record
 
 
