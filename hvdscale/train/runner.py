@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hvdscale.config import NATIVE_STRATEGIES, RunConfig, StrategyConfig, check_launch
+from hvdscale.config import RunConfig, StrategyConfig, check_launch
 from hvdscale.config.run import check_precision_device, tf32_in_force
 from hvdscale.core import startup
 from hvdscale.core.faults import maybe_fault
@@ -25,6 +25,7 @@ from hvdscale.core.threads import export_threads, launch_local_size, single_host
 from hvdscale.core.world import World, is_gloo_launch, launch_rank, make_world
 from hvdscale.records.startup import summarize_startup
 from hvdscale.records.store import append_record, check_writable
+from hvdscale.strategies.registry import get as get_strategy
 from hvdscale.train.blocks import MAX_BLOCKS, BlockMeter
 from hvdscale.train.context import RunContext
 from hvdscale.train.loop import LoopParts, train_loop
@@ -115,7 +116,7 @@ def run_prepared(launch: LaunchParts, cfg: RunConfig, out_dir: str | Path, point
     fw.set_tf32(tf32_in_force(cfg))
     # The frameworks' own strategies (ddp, mwms) never start Horovod; under horovodrun --gloo
     # the check refuses what cannot run without MPI, before any world is made.
-    native = cfg.strategy.name in NATIVE_STRATEGIES
+    native = get_strategy(cfg.strategy.name).native
     if native and is_gloo_launch():
         check_launch(cfg, 1, mpi=False)
     use_hvd = cfg.strategy.name == "horovod" or (is_gloo_launch() and not native)
