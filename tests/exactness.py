@@ -36,7 +36,8 @@ from hvdscale.core.device import CPU, Placement
 from hvdscale.core.world import is_gloo_launch
 from hvdscale.corpora.corpus import BOS, EOS, Batch, concat_batches, load_corpus
 from hvdscale.frameworks import load_framework
-from hvdscale.strategies import Strategy, make_strategy
+from hvdscale.strategies import make_strategy
+from hvdscale.strategies.base import Strategy
 from tests.exactness_summary import note_strategy
 
 TEST_DEVICE = os.environ.get("HVDSCALE_TEST_DEVICE", "cpu")

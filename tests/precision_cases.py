@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from hvdscale.config import RunConfig
-from hvdscale.strategies import Strategy
+from hvdscale.strategies.base import Strategy
 from tests import exactness
 from tests.exactness import (
     adapter,

@@ -37,16 +37,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def handle(args: argparse.Namespace) -> int:
     """Check the options, run the doctor on this rank; rank 0 prints."""
-    from hvdscale.config.strategy import STRATEGIES
     from hvdscale.doctor.run import DoctorArgs, doctor
     from hvdscale.errors import HvdscaleError
+    from hvdscale.strategies.registry import names
 
     if args.deadline is not None and args.deadline <= 0:
         raise HvdscaleError(f"--deadline must be > 0 seconds (got {args.deadline:g})")
     if args.np is not None and args.np < 1:
         raise HvdscaleError(f"--np must be >= 1 (got {args.np})")
-    if args.strategy is not None and args.strategy not in STRATEGIES:
-        raise HvdscaleError(f"--strategy must be one of {', '.join(STRATEGIES)} "
+    if args.strategy is not None and args.strategy not in names():
+        raise HvdscaleError(f"--strategy must be one of {', '.join(names())} "
                             f"(got {args.strategy!r})")
     slots = None
     if args.hostfile:

@@ -17,10 +17,7 @@ from hvdscale.config.run import (
     tf32_in_force,
 )
 from hvdscale.config.strategy import (
-    NATIVE_FRAMEWORK,
-    NATIVE_STRATEGIES,
     OVERLAP_MODES,
-    STRATEGIES,
     DDPConfig,
     HorovodConfig,
     PSConfig,
@@ -28,11 +25,8 @@ from hvdscale.config.strategy import (
 )
 
 __all__ = [
-    "NATIVE_FRAMEWORK",
-    "NATIVE_STRATEGIES",
     "OVERLAP_MODES",
     "PRECISIONS",
-    "STRATEGIES",
     "BucketConfig",
     "DDPConfig",
     "DataConfig",

@@ -13,6 +13,7 @@ from hvdscale.config.quality import UntilConfig
 from hvdscale.config.strategy import StrategyConfig
 from hvdscale.errors import ConfigError
 from hvdscale.registry import FRAMEWORKS
+from hvdscale.strategies.registry import get as get_strategy
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 """The values of ``precision`` (docs/precision.md)."""
@@ -187,13 +188,11 @@ class RunConfig:
         _check(self.tf32 in ("default", "on", "off"), "tf32",
                "must be 'default', 'on' or 'off'", self.tf32)
         check_precision(self)
-        # The frameworks' own data parallelism exists only in its framework.
-        _check(self.strategy.name != "ddp" or self.framework == "torch", "strategy.name",
-               f"ddp is PyTorch's DistributedDataParallel and needs framework=torch, not "
-               f"framework={self.framework}", self.strategy.name)
-        _check(self.strategy.name != "mwms" or self.framework == "tf", "strategy.name",
-               f"mwms is TensorFlow's MultiWorkerMirroredStrategy and needs framework=tf, not "
-               f"framework={self.framework}", self.strategy.name)
+        spec = get_strategy(self.strategy.name)  # e.g. a framework's own data parallelism
+        _check(self.framework in spec.frameworks, "strategy.name",
+               f"{spec.name} is {spec.about} and needs framework="
+               f"{' or framework='.join(spec.frameworks)}, not framework={self.framework}",
+               spec.name)
         kind = self.data.synthetic.kind
         task = self.model.data_kind
         _check(kind == "uniform" or (kind == "markov") == (task == "lm"),
@@ -206,7 +205,8 @@ class RunConfig:
 
 
 def check_precision(cfg: RunConfig) -> None:
-    """Refuse a precision the framework or strategy cannot run, or that ``tf32`` contradicts."""
+    """Refuse a precision (or RNN implementation) the framework or strategy cannot run, or a
+    precision that ``tf32`` contradicts."""
     p = cfg.precision
     _check(p in PRECISIONS, "precision", "must be " + ", ".join(PRECISIONS), p)
     wants = {"fp32": "off", "tf32": "on"}.get(p)
@@ -220,9 +220,12 @@ def check_precision(cfg: RunConfig) -> None:
         _check(cfg.model.rnn_impl != "compiled", "model.rnn_impl",
                "compiled is PyTorch's torch.compile; with framework=tf use fused or loop "
                "(docs/precision.md says why XLA is not offered)", cfg.model.rnn_impl)
-    _check(not (p == "fp16" and cfg.strategy.name == "ps"), "precision",
-           "fp16 with strategy.name=ps is refused: each server updates its own shard, so a "
-           "step skipped for an overflow could not be agreed (use bf16)", p)
+    spec = get_strategy(cfg.strategy.name)
+    _check(spec.precisions is None or p in spec.precisions, "precision",
+           f"{p} with strategy.name={spec.name} is refused: {spec.refuses}", p)
+    impl = cfg.model.rnn_impl
+    _check(spec.rnn_impls is None or impl in spec.rnn_impls, "model.rnn_impl",
+           f"{impl} with strategy.name={spec.name} is refused: {spec.refuses}", impl)
 
 
 def check_precision_device(precision: str, device_kind: str) -> None:
@@ -248,25 +251,16 @@ def check_launch(cfg: RunConfig, ranks: int, mpi: bool) -> None:
         mpi: whether the job is an MPI job (not ``horovodrun --gloo``).
 
     Raises:
-        ConfigError: a parameter server or DDP without MPI, more servers than ranks, or
+        ConfigError: a strategy that needs MPI without it, more servers than ranks, or
             dedicated servers that leave no worker.
     """
     s = cfg.strategy
-    if s.name == "ddp" and not mpi:
-        # torch.distributed's rendezvous address and port are agreed over MPI.
-        raise ConfigError("strategy.name=ddp needs an MPI launch (mpirun, srun --mpi=pmix, or "
-                          "horovodrun without --gloo): under horovodrun --gloo there is no MPI "
-                          "to agree torch.distributed's MASTER_ADDR/MASTER_PORT over")
-    if s.name == "mwms" and not mpi:
-        # TF_CONFIG (every worker's address and port) is agreed over MPI.
-        raise ConfigError("strategy.name=mwms needs an MPI launch (mpirun, srun --mpi=pmix, or "
-                          "horovodrun without --gloo): under horovodrun --gloo there is no MPI "
-                          "to agree TF_CONFIG over")
+    spec = get_strategy(s.name)
+    if spec.needs_mpi and not mpi:
+        raise ConfigError(f"strategy.name={s.name} needs an MPI launch (mpirun, srun "
+                          f"--mpi=pmix, or horovodrun without --gloo): {spec.mpi}")
     if s.name != "ps":
         return
-    if not mpi:
-        raise ConfigError("strategy.name=ps needs an MPI launch (mpirun, srun --mpi=pmix, "
-                          "or horovodrun without --gloo)")
     if s.ps.num_servers > ranks:
         raise ConfigError(f"strategy.ps.num_servers={s.ps.num_servers} is more than the "
                           f"{ranks} ranks of this job")

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from hvdscale.config.fields import check as _check
+from hvdscale.strategies.registry import names as strategy_names
 
 OVERLAP_MODES = ("hooks", "after-backward")
 
@@ -223,21 +224,15 @@ class DDPConfig:
         _check(self.timeout_s > 0, k + "timeout_s", "must be > 0", self.timeout_s)
 
 
-STRATEGIES = ("horovod", "independent", "ps", "ddp", "mwms")
-NATIVE_STRATEGIES = ("ddp", "mwms")
-"""The frameworks' own data parallelism (a framework package's ``NATIVE_STRATEGY``)."""
-NATIVE_FRAMEWORK = {"ddp": "torch", "mwms": "tf"}
-"""The one framework each native strategy runs in (config/run.py refuses the others)."""
-
-
 @dataclass(frozen=True)
 class StrategyConfig:
     """How gradients are shared across ranks."""
 
-    name: Literal["horovod", "independent", "ps", "ddp", "mwms"] = "horovod"
-    """``horovod`` (allreduce), ``ps`` (MPI parameter server), ``independent`` (no
-    communication: the ideal case), ``ddp`` (PyTorch's DistributedDataParallel, torch only),
-    ``mwms`` (TensorFlow's MultiWorkerMirroredStrategy, tf only)."""
+    name: str = "horovod"
+    """A registered strategy (``hvdscale.strategies.registry``): ``horovod`` (allreduce), ``ps``
+    (MPI parameter server), ``independent`` (no communication: the ideal case), ``ddp``
+    (PyTorch's DistributedDataParallel, torch only), ``mwms`` (TensorFlow's
+    MultiWorkerMirroredStrategy, tf only), or one a plugin registers."""
     horovod: HorovodConfig = field(default_factory=HorovodConfig)
     """Horovod settings."""
     ps: PSConfig = field(default_factory=PSConfig)
@@ -255,5 +250,6 @@ class StrategyConfig:
         return ranks
 
     def __post_init__(self) -> None:
-        _check(self.name in STRATEGIES, "strategy.name", f"must be one of {', '.join(STRATEGIES)}",
+        known = strategy_names()
+        _check(self.name in known, "strategy.name", f"must be one of {', '.join(known)}",
                self.name)

@@ -11,11 +11,11 @@ import re
 from typing import Any
 
 from hvdscale.doctor.lines import FAIL, OK, WARN, Line, Plan
+from hvdscale.strategies.registry import find
 
 NAMES = {"torch": "torch", "tf": "tensorflow"}
 # The key Horovod's metadata.json uses for each framework's version at build time.
 BUILT_FOR_KEY = {"torch": "pytorch", "tf": "tensorflow"}
-NATIVE = {"ddp": "torch", "mwms": "tf"}
 REBUILD = ("rebuild Horovod against it: pip install --no-cache-dir --force-reinstall "
            "horovod (launch/install.sh)")
 _UNDEFINED = re.compile(r"undefined symbol: (\S+)")
@@ -49,7 +49,8 @@ def check_framework(fw: str, facts: dict[str, Any], plan: Plan) -> Line:
     name = NAMES[fw]
     probe = _probe(facts, fw)
     if probe is None:
-        needed = NATIVE.get(plan.strategy or "") == fw
+        spec = find(plan.strategy or "")
+        needed = spec is not None and spec.frameworks == (fw,)  # it runs in this one only
         none_at_all = not any(facts["versions"].get(n) for n in NAMES.values())
         if needed or none_at_all:
             why = f"--strategy {plan.strategy} needs it" if needed else "no framework at all"

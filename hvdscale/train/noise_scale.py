@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from hvdscale.corpora.corpus import Batch
+from hvdscale.strategies.registry import get as get_strategy
 
 
 @dataclass(frozen=True)
@@ -86,9 +87,6 @@ def b_simple(points: list[Point], resamples: int = 400, seed: int = 0) -> dict |
             "p90": float(p90), "points": len(points)}
 
 
-SHARED_MODEL = ("horovod", "ps", "ddp", "mwms")
-"""Strategies whose ranks train one model (independent replicas share no weights)."""
-
 HOW = ("McCandlish et al. 2018 appendix A: per-rank and averaged gradients of the batch just "
        "trained, at each evaluation point (outside training time); B_simple = mean tr(Sigma) / "
        "mean |G|^2 over the points, in loss tokens; p10-p90 of a seeded bootstrap over points")
@@ -150,7 +148,7 @@ def why_not(strategy: str, world_size: int, enabled: bool) -> str | None:
     """Why a run records no noise scale (None: it records one)."""
     if not enabled:
         return "measure.noise_scale is off"
-    if strategy not in SHARED_MODEL:
+    if not get_strategy(strategy).sends:  # ranks that send nothing train no shared model
         return f"strategy {strategy} trains no shared model (replicas share no weights)"
     if world_size < 2:
         return "needs at least two ranks (one rank has no small/big batch pair)"

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import pytest
 
-from hvdscale.config import NATIVE_STRATEGIES, STRATEGIES, check_launch, load_config
+from hvdscale.config import check_launch, load_config
 from hvdscale.core import rendezvous
 from hvdscale.errors import ConfigError
+from hvdscale.strategies import registry
 
 
 def test_defaults_are_ddps_own() -> None:
     d = load_config(None, ["strategy.name=ddp"]).strategy.ddp
     assert d.bucket_cap_mb == 25.0 and d.comm_hook == "none" and d.idle == "join"
     assert not (d.gradient_as_bucket_view or d.static_graph or d.find_unused_parameters)
-    assert {"ddp", "mwms"} <= set(STRATEGIES) and set(NATIVE_STRATEGIES) == {"ddp", "mwms"}
+    assert {"ddp", "mwms"} <= set(registry.names())
+    assert {s for s in registry.names() if registry.get(s).native} == {"ddp", "mwms"}
 
 
 @pytest.mark.parametrize("override,key", [

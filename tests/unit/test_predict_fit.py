@@ -16,9 +16,9 @@ from hvdscale.errors import HvdscaleError
 from hvdscale.study.predict import fit as F
 from hvdscale.study.predict.families import (
     FAMILIES,
-    STRATEGY_FAMILIES,
     expected_max_normal,
     families_for,
+    family_names,
 )
 from hvdscale.study.predict.fitoutput import _params
 from hvdscale.study.predict.ownfit import fit_records
@@ -35,7 +35,7 @@ def _table(family: str, servers: int) -> list[float]:
 
 @pytest.mark.parametrize("strategy", ["horovod", "ps", "independent"])
 def test_each_family_is_recovered_with_its_parameters(strategy: str) -> None:
-    for fam in STRATEGY_FAMILIES[strategy]:
+    for fam in family_names(strategy):
         c = F.choose(families_for(strategy), NS, _table(fam, 2), servers=2)
         assert c.fit.family.name == fam, (strategy, fam, c.scores)
         got = {p["name"]: p["value"] for p in c.fit.table()}
@@ -71,7 +71,7 @@ def test_more_parameters_than_points_is_refused() -> None:
 
 
 def test_ddp_and_mwms_are_rings() -> None:
-    assert STRATEGY_FAMILIES["ddp"][0] == STRATEGY_FAMILIES["mwms"][0] == "ring"
+    assert family_names("ddp")[0] == family_names("mwms")[0] == "ring"
 
 
 # ---- own records: crafted, each rank's compute, idle and communication known ----------------

@@ -1,7 +1,7 @@
 """The back-test: on each public table, fit on n <= 4 GPUs and predict the rest.
 
 Per table the step time per batch is fitted as t(n) = t0 + family(n) (``fit.choose`` over the
-table's strategy's families in ``families.STRATEGY_FAMILIES``, the same procedure for every
+table's strategy's families in ``families.family_names``, the same procedure for every
 table, no per-table choice by hand); predicted words/s at n is n x (words per GPU per step, the
 mean over the fitted points) / t(n), with a 95 % prediction interval (Student t on the fit's
 degrees of freedom; the parameters' uncertainty plus one new point's residual scatter). The

@@ -1,6 +1,6 @@
 """The fitted prediction's candidate families: each a formula with its meaning, linear in its
 parameters (so a least-squares fit gives standard errors), and which families each strategy may
-take (``STRATEGY_FAMILIES``, the one table).
+take (``family_names``: its registry entry says).
 
 A family is a list of terms; a term is a basis function of n (ranks) scaled by the bytes one
 rank reduces per step (``S``), whose fitted coefficient is the parameter (1/B: seconds per
@@ -18,6 +18,7 @@ from functools import lru_cache
 import numpy as np
 
 from hvdscale.errors import HvdscaleError
+from hvdscale.strategies.registry import ALLREDUCE_FAMILIES, find, names
 
 
 @lru_cache(maxsize=256)
@@ -89,28 +90,38 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("none", "0", "no cost beyond the 1-rank run", ()),
 )}
 
-_ALLREDUCE = ("ring", "ring-bandwidth", "tree", "shared-link", "sync", "shared-link+straggler")
-STRATEGY_FAMILIES: dict[str, tuple[str, ...]] = {
-    "horovod": _ALLREDUCE,  # Horovod allreduce (a ring on MPI/Gloo)
-    "ddp": _ALLREDUCE,  # PyTorch DDP: ring allreduce over buckets, overlapped with backward
-    "mwms": _ALLREDUCE,  # TensorFlow MultiWorkerMirroredStrategy: a ring (collective ops)
-    "nccl": _ALLREDUCE,  # the seed tables' NCCL all-reduce
-    "ps": ("ps", "shared-link", "sync", "shared-link+straggler"),
-    "independent": ("none", "straggler", "contention"),
-}
-"""Candidate families per strategy, the first the default when the points cannot choose."""
+SEED_TABLES: dict[str, tuple[str, ...]] = {"nccl": ALLREDUCE_FAMILIES}
+"""Families of the seed tables' names that are no strategy (their NCCL all-reduce); a
+strategy's own are in its registry entry (``hvdscale.strategies.registry``)."""
 
-OVERLAPPED = frozenset({"horovod", "ddp", "mwms"})
-"""Strategies whose communication may run during backward (only the excess is exposed)."""
+
+def family_names(strategy: str) -> tuple[str, ...]:
+    """The names of ``strategy``'s candidate families, the first the default when the points
+    cannot choose.
+
+    Raises:
+        HvdscaleError: a strategy predict does not know, or one naming a family that does not
+            exist.
+    """
+    spec = find(strategy)
+    if spec is None and strategy not in SEED_TABLES:
+        raise HvdscaleError(f"predict knows no communication families for strategy "
+                            f"{strategy!r} (known: {', '.join((*names(), *SEED_TABLES))})")
+    got = spec.families if spec is not None else SEED_TABLES[strategy]
+    unknown = [f for f in got if f not in FAMILIES]
+    if unknown or not got:
+        raise HvdscaleError(f"strategy {strategy!r} names prediction families "
+                            f"{', '.join(unknown) or '(none)'}; known: {', '.join(FAMILIES)}")
+    return got
 
 
 def families_for(strategy: str) -> list[Family]:
-    """The candidate families of ``strategy``.
+    """The candidate families of ``strategy`` (``family_names``)."""
+    return [FAMILIES[f] for f in family_names(strategy)]
 
-    Raises:
-        HvdscaleError: a strategy predict does not know.
-    """
-    if strategy not in STRATEGY_FAMILIES:
-        raise HvdscaleError(f"predict knows no communication families for strategy "
-                            f"{strategy!r} (known: {', '.join(STRATEGY_FAMILIES)})")
-    return [FAMILIES[f] for f in STRATEGY_FAMILIES[strategy]]
+
+def overlaps(strategy: str) -> bool:
+    """Whether ``strategy``'s communication may run during backward (only the excess is
+    exposed); False for a name this process does not know."""
+    spec = find(strategy)
+    return spec is not None and spec.overlaps

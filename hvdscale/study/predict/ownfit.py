@@ -8,7 +8,7 @@ point by ``hvdscale.study.report.decompose`` (the report's breakdown uses the sa
   else the 1-worker compute per word times a fitted slowdown 1 + s (n - 1) (fitted on the
   independent records when they span two rank counts, else on the strategy's own); the output
   says which;
-- exposed communication: a family of ``families.STRATEGY_FAMILIES`` chosen by held-out error
+- exposed communication: a family of ``families.family_names`` chosen by held-out error
   (``fit.choose``; parameters in seconds per byte of the step's gradients and per hop); with
   overlap (Horovod hooks, DDP) only the part beyond the backward pass is exposed: the fit adds
   the backward share of compute back to the measured exposed time, the prediction subtracts it;
@@ -29,7 +29,7 @@ import numpy as np
 from hvdscale.errors import HvdscaleError
 from hvdscale.records import schema
 from hvdscale.records.experiment import experiment_id, series_label, series_of
-from hvdscale.study.predict.families import FAMILIES, OVERLAPPED, families_for
+from hvdscale.study.predict.families import FAMILIES, families_for, overlaps
 from hvdscale.study.predict.fit import Fit, choose, fit_family, t975
 from hvdscale.study.report.decompose import baseline, per_step
 
@@ -39,7 +39,7 @@ def overlapped(config: dict) -> bool:
     DDP's buckets; any such strategy unless its section says ``after-backward``)."""
     st = config.get("strategy") or {}
     name = st.get("name", "")
-    return name in OVERLAPPED and (st.get(name) or {}).get("overlap", "hooks") != "after-backward"
+    return overlaps(name) and (st.get(name) or {}).get("overlap", "hooks") != "after-backward"
 
 
 def _obs(records: list[dict], backward_fraction: float) -> dict[str, list[dict]]:

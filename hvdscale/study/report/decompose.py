@@ -30,19 +30,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from hvdscale.records import schema
+from hvdscale.strategies.registry import find
 
 CAUSES = ("compute_slowdown", "exposed_comm", "straggler_idle")
 """The parts of a loss that a measured time explains (never negative)."""
 PARTS = (*CAUSES, "unexplained")
 """The causes, then what none explains (the loss minus the causes; noise included)."""
-SENDS_NOTHING = frozenset({"independent"})
-"""Strategies whose ranks exchange nothing: no exposed communication by definition."""
 
 
 def sends_nothing(rec: dict) -> bool:
-    """Whether ``rec``'s strategy communicates nothing between ranks (``SENDS_NOTHING``)."""
+    """Whether ``rec``'s strategy communicates nothing between ranks (its registry entry says;
+    then no exposed communication by definition). A name this process does not know sends."""
     name = (schema.config_or_empty(rec).get("strategy") or {}).get("name")
-    return (name or (rec.get("key") or {}).get("strategy")) in SENDS_NOTHING
+    spec = find(name or (rec.get("key") or {}).get("strategy") or "")
+    return spec is not None and not spec.sends
 
 
 @dataclass(frozen=True)

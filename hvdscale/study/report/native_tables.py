@@ -5,12 +5,10 @@ own table), paired by round where the points share rounds (``noise.ratio_cell``)
 
 from __future__ import annotations
 
+from hvdscale.strategies.registry import native_for
 from hvdscale.study.paired.recommend import compare
 from hvdscale.study.report.noise import ONE_ROUND, one_round, paired, ratio_cell, wps_cell
 from hvdscale.study.report.points import Point
-
-NATIVE = {"torch": "ddp", "tf": "mwms"}
-"""Each framework's own data-parallel strategy, as series labels name it."""
 
 
 def _base(strategy: str) -> str:
@@ -25,11 +23,12 @@ def horovod_vs_native(series: dict[str, list[Point]], order: list[str]) -> str:
     rows = []
     for h_label in order:
         fw, impl, h = h_label.split(" / ", 2)
-        if _base(h) != "horovod" or fw not in NATIVE:
+        own = native_for(fw)  # the framework's own data-parallel strategy, as labels name it
+        if _base(h) != "horovod" or own is None:
             continue
         for n_label in order:
             fw2, impl2, nat = n_label.split(" / ", 2)
-            if (fw2, impl2) != (fw, impl) or _base(nat) != NATIVE[fw]:
+            if (fw2, impl2) != (fw, impl) or _base(nat) != own:
                 continue
             mine = {p.ranks: p for p in series[h_label]}
             theirs = {p.ranks: p for p in series[n_label]}

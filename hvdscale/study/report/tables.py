@@ -16,6 +16,7 @@ import json
 
 from hvdscale.records import schema
 from hvdscale.records.experiment import experiment_id, series_label
+from hvdscale.strategies.registry import order_key
 from hvdscale.study.report.native_tables import horovod_vs_native
 from hvdscale.study.report.noise import (
     busy_line,
@@ -30,7 +31,6 @@ from hvdscale.study.report.noise import (
 )
 from hvdscale.study.report.points import Experiment, Point
 
-STRATEGY_ORDER = {"independent": 0, "horovod": 1, "ddp": 2, "mwms": 2, "ps": 3}
 MODE_LABELS = {"aligned": " (ranks aligned on one bucket per step)",
                "global": " (one global batch per step from one bucket, split across ranks by "
                          "padded slots)"}
@@ -81,7 +81,7 @@ def _series_order(exp: Experiment) -> list[str]:
     """Series by framework, then strategy (independent first), then RNN implementation."""
     def key(label: str) -> tuple:
         fw, impl, strategy = label.split(" / ", 2)
-        return (fw, STRATEGY_ORDER.get(strategy.split("-")[0].split(" ")[0], 9), strategy, impl)
+        return (fw, order_key(strategy.split("-")[0].split(" ")[0]), strategy, impl)
     return sorted(exp.series, key=key)
 
 

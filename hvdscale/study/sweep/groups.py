@@ -2,9 +2,10 @@
 
 Points share a launch when their ranks start the same way: the same rank count, framework,
 thread counts and device (fixed once a process has started them; the launcher and hosts are the
-sweep's). A point that cannot share one gets its own, and the plan says why:
-TensorFlow's MultiWorkerMirroredStrategy (set up once per process: TensorFlow's collective
-runtime cannot be configured again), or the sweep asked for ``--launch-per-point``.
+sweep's). A point that cannot share one gets its own, and the plan says why: its strategy's
+registry entry says so (``alone``: TensorFlow's MultiWorkerMirroredStrategy is set up once per
+process, its collective runtime cannot be configured again), Horovod with a fixed fusion
+threshold or cycle time (``HOROVOD_FIXED``), or the sweep asked for ``--launch-per-point``.
 
 Within a round the points of one launch run in the sweep's order rotated by the round, so no
 point is always first or always right after the same one; rounds stay separate launches, so
@@ -15,11 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hvdscale.strategies.registry import get as get_strategy
 from hvdscale.study.sweep.plan import Point
 
-ALONE_REASONS = {
-    "mwms": "TensorFlow's MultiWorkerMirroredStrategy is set up once per process",
-}
 HOROVOD_FIXED = ("Horovod 0.28's parameter manager crashes when Horovod starts again in one "
                  "process with a fixed fusion threshold or cycle time (a segfault in "
                  "ParameterManager::BayesianParameter::SetValue, seen here)")
@@ -64,7 +63,7 @@ def alone_reason(point: Point, per_point: bool) -> str:
     if point.strategy == "horovod" and (hvd.fusion_threshold_mb is not None
                                         or hvd.cycle_time_ms is not None or hvd.autotune):
         return HOROVOD_FIXED
-    return ALONE_REASONS.get(point.strategy, "")
+    return get_strategy(point.strategy).alone
 
 
 def round_launches(points: list[Point], r: int, per_point: bool = False) -> list[Launch]:

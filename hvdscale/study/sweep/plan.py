@@ -13,15 +13,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hvdscale.config import STRATEGIES, RunConfig, check_launch, load_config, to_dict
+from hvdscale.config import RunConfig, check_launch, load_config, to_dict
 from hvdscale.config.model import SCALE_LR_RULES
-from hvdscale.config.strategy import NATIVE_FRAMEWORK
 from hvdscale.corpora import corpus
 from hvdscale.errors import HvdscaleError
 from hvdscale.records import schema
 from hvdscale.records.experiment import same_point
 from hvdscale.records.store import check_writable
 from hvdscale.registry import FRAMEWORKS
+from hvdscale.strategies import registry as strategies
 from hvdscale.study.paired.rounds import ROUND_SUFFIX, by_round
 from hvdscale.study.sweep.hostfile import Hostfile
 from hvdscale.study.sweep.launcher import check_launcher, place_ranks, split_launcher_args
@@ -134,7 +134,7 @@ def parse_np(text: str) -> list[int]:
 
 def parse_strategies(text: str) -> list[str]:
     """``"horovod,ps"`` -> ``["horovod", "ps"]`` (given order, without repeats)."""
-    return parse_names(text, STRATEGIES, "--strategies", "strategy")
+    return parse_names(text, strategies.names(), "--strategies", "strategy")
 
 
 def parse_frameworks(text: str) -> list[str]:
@@ -244,7 +244,8 @@ def plan_sweep(req: SweepRequest, env: Mapping[str, str] | None = None,
         fws = [load_config(cfg_path, list(req.overrides)).framework]
     else:
         fws = parse_frameworks(_joined(req.frameworks))
-    pairs = [(f, s) for f in fws for s in names if len(fws) == 1 or NATIVE_FRAMEWORK.get(s, f) == f]
+    pairs = [(f, s) for f in fws for s in names
+             if len(fws) == 1 or f in strategies.get(s).frameworks]
     cfgs = {(f, s): load_config(cfg_path, [*req.overrides, f"framework={f}",
                                            f"strategy.name={s}"])
             for f, s in pairs}

@@ -1,0 +1,109 @@
+"""The strategy registry (hvdscale.strategies.registry): the built-ins' table, one clear error
+for an unknown name, ``register`` and plugins; and every reader of a strategy's traits reads
+them from there: a strategy registered here alone (``tiny``) is accepted, refused, grouped,
+ordered, fitted and built as its entry says."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from hvdscale.config import RunConfig, check_launch, load_config
+from hvdscale.errors import ConfigError, HvdscaleError
+from hvdscale.strategies import make_strategy, registry
+from hvdscale.study.predict.families import family_names, overlaps
+from hvdscale.study.report.decompose import sends_nothing
+from hvdscale.study.report.points import Experiment
+from hvdscale.study.report.tables import _series_order
+from hvdscale.study.sweep.groups import alone_reason
+from hvdscale.study.sweep.plan import Point, parse_strategies
+from hvdscale.train.noise_scale import why_not
+
+BUILT = ("horovod", "independent", "ps", "ddp", "mwms")
+
+
+@pytest.fixture
+def tiny() -> Iterator[registry.StrategySpec]:
+    """A strategy unlike every built-in, registered for one test."""
+    spec = registry.register(registry.StrategySpec(
+        "tiny", "a unit test's strategy", lambda cfg, world, hooks: ("built", cfg.name, world),
+        frameworks=("torch",), mpi="it talks MPI", sends=False, order=-1,
+        families=("contention",), overlaps=True, precisions=("fp32",), rnn_impls=("loop",),
+        refuses="tiny is small", alone="tiny runs alone"))
+    try:
+        yield spec
+    finally:
+        registry.unregister("tiny")
+
+
+def _cfg(*sets: str) -> RunConfig:
+    return load_config(None, ["framework=torch", "strategy.name=tiny", "model.rnn_impl=loop",
+                              *sets])
+
+
+def test_the_built_ins_in_their_order_and_an_unknown_name_names_them() -> None:
+    assert registry.names() == BUILT
+    with pytest.raises(HvdscaleError, match=r"^unknown strategy 'nope'; known: "
+                       r"horovod, independent, ps, ddp, mwms$"):
+        registry.get("nope")
+    assert registry.find("nope") is None
+    assert registry.native_for("torch") == "ddp" and registry.native_for("tf") == "mwms"
+    assert [s for s in BUILT if not registry.get(s).sends] == ["independent"]
+    assert [s for s in BUILT if registry.get(s).alone] == ["mwms"]
+    assert [s for s in BUILT if registry.get(s).needs_mpi] == ["ps", "ddp", "mwms"]
+
+
+def test_register_refuses_a_taken_name_and_an_unknown_framework() -> None:
+    with pytest.raises(HvdscaleError, match="strategy 'ps' is registered twice"):
+        registry.register(registry.StrategySpec("ps", "again", lambda *a: None))
+    with pytest.raises(HvdscaleError, match=r"frameworks must be among torch, tf"):
+        registry.register(registry.StrategySpec("mx", "x", lambda *a: None, frameworks=("mx",)))
+    assert "mx" not in registry.names()
+
+
+def test_a_plugin_that_cannot_be_imported_is_one_clear_error() -> None:
+    with pytest.raises(HvdscaleError, match=r"HVDSCALE_STRATEGY_PLUGINS: cannot import "
+                                            r"'no_such_plugin_module'"):
+        registry.load_plugins("no_such_plugin_module")
+
+
+def test_config_reads_the_registry(tiny: registry.StrategySpec) -> None:
+    assert _cfg().strategy.name == "tiny"
+    with pytest.raises(ConfigError, match=r"strategy.name must be one of horovod, independent, "
+                                          r"ps, ddp, mwms, tiny \(got 'huge'\)"):
+        load_config(None, ["strategy.name=huge"])
+    with pytest.raises(ConfigError, match=r"tiny is a unit test's strategy and needs "
+                                          r"framework=torch, not framework=tf"):
+        _cfg("framework=tf")
+    with pytest.raises(ConfigError, match=r"precision bf16 with strategy.name=tiny is refused: "
+                                          r"tiny is small"):
+        _cfg("precision=bf16")
+    with pytest.raises(ConfigError, match=r"model.rnn_impl fused with strategy.name=tiny is "
+                                          r"refused: tiny is small"):
+        _cfg("model.rnn_impl=fused")
+    check_launch(_cfg(), 2, mpi=True)
+    with pytest.raises(ConfigError, match=r"strategy.name=tiny needs an MPI launch .*: "
+                                          r"it talks MPI$"):
+        check_launch(_cfg(), 2, mpi=False)
+
+
+def test_the_sweep_report_predict_and_runner_read_the_registry(
+        tiny: registry.StrategySpec) -> None:
+    assert parse_strategies("tiny,ps") == ["tiny", "ps"]
+    assert alone_reason(Point(0, "tiny", 2, _cfg()), per_point=False) == "tiny runs alone"
+    assert family_names("tiny") == ("contention",) and overlaps("tiny")
+    assert sends_nothing({"config": {"strategy": {"name": "tiny"}}})
+    assert not sends_nothing({"config": {"strategy": {"name": "unheard-of"}}})
+    assert why_not("tiny", 2, True) == "strategy tiny trains no shared model (replicas share " \
+                                        "no weights)"
+    exp = Experiment("e", {}, ["n"], {f"tf / loop / {s}": [] for s in ("ps", "zz", "tiny")})
+    assert _series_order(exp) == ["tf / loop / tiny", "tf / loop / ps", "tf / loop / zz"]
+    assert make_strategy(_cfg().strategy, "world", None) == ("built", "tiny", "world")
+
+
+def test_a_family_the_predictor_lacks_is_refused(tiny: registry.StrategySpec) -> None:
+    registry.unregister("tiny")
+    registry.register(registry.StrategySpec("tiny", "x", lambda *a: None, families=("magic",)))
+    with pytest.raises(HvdscaleError, match="strategy 'tiny' names prediction families magic"):
+        family_names("tiny")
