@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
+MUTATION = Path(__file__).resolve().parents[2] / "tools" / "mutation"
+sys.path.insert(0, str(MUTATION))
 
 import bench_mutation as bm  # noqa: E402
 import mutation_recheck as mr  # noqa: E402

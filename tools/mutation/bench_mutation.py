@@ -10,12 +10,12 @@ in a private scratch copy of the checkout, so the worktree is never mutated.
 A survivor is killed by a new test or listed in ``EQUIVALENT`` (old and new line) with one line
 saying why no test can tell it apart (at most one mutant in ten of a module). Score: detected
 over mutants not so explained, where detected is killed, or a timeout that a rerun once at 4x
-the limits on a quiet machine confirms (bench/mutation_recheck.py; a run reruns its own
-timeouts at once); goal 90% a module, 100% for the wire checks and the token-weighted
-reductions (``Target.full``). The targets: bench/mutation_targets.py. ``--only peers_wire``
-runs one target into the raw file, ``--ci`` the CI slice (exit 1 on a survivor), ``--recheck
-NAMES`` reruns an older result's timeouts and open survivors, ``--render FILE`` prints a raw
-file's table.
+the limits on a quiet machine confirms (mutation_recheck.py; a run reruns its own timeouts at
+once); goal 90% a module, 100% for the wire checks and the token-weighted reductions
+(``Target.full``). The targets: mutation_targets.py (in tools/mutation/). ``--only
+peers_wire`` runs one target into the raw file, ``--ci`` the CI slice (exit 1 on a survivor),
+``--recheck NAMES`` reruns an older result's timeouts and open survivors, ``--render FILE``
+prints a raw file's table.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+# The benches' own helpers (scratch, emit) live in bench/; this harness uses them as they do.
 sys.path.insert(0, str(ROOT / "bench"))
 import mutation_table  # noqa: E402
 from mutation_explained import EQUIVALENT  # noqa: E402
@@ -103,9 +104,9 @@ def _test_cmd(target: Target) -> list[str]:
 
 
 def _runner(target: Target) -> str:
-    # Through bench/mutation_runner.py: any failing exit reaches mutmut as 1, and mutmut's
+    # Through tools/mutation/mutation_runner.py: any failing exit reaches mutmut as 1, and mutmut's
     # time limit kills the tests' every process (mutmut 2.5.1 alone does neither).
-    wrap = [sys.executable, "bench/mutation_runner.py", "600"]
+    wrap = [sys.executable, "tools/mutation/mutation_runner.py", "600"]
     return " ".join(shlex.quote(x) for x in [*wrap, *_test_cmd(target)])
 
 

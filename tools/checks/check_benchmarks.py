@@ -3,8 +3,9 @@
 Two kinds of check:
 
 1. Generated blocks. Text between ``<!-- generated: python bench/<script>.py --render
-   bench/results/<raw>.json -->`` and ``<!-- end generated -->`` must equal, line for line,
-   what that command prints now (it renders from the raw file alone).
+   bench/results/<raw>.json -->`` (or a script of tools/mutation/) and ``<!-- end generated
+   -->`` must equal, line for line, what that command prints now (it renders from the raw file
+   alone).
 2. Headline figures written by hand. Each check below recomputes figures of one section from
    its raw file and formats them as the text prints them (same rounding), and the formatted
    string must appear in BENCHMARKS.md: a changed figure, or a raw file that no longer gives
@@ -15,8 +16,8 @@ Two kinds of check:
    never read from its stored summary or a threshold it stores; where a raw file holds every
    launch, medians and ratios are recomputed from the launches (issue 3's strategies table).
 
-    python bench/check_benchmarks.py                    # CI: tests/run.sh phase "benchmarks"
-    python bench/check_benchmarks.py --md /tmp/B.md     # another copy of the text
+    python tools/checks/check_benchmarks.py                 # CI: tests/run.sh phase "benchmarks"
+    python tools/checks/check_benchmarks.py --md /tmp/B.md  # another copy of the text
 
 Exit 0 when everything matches; 1 with one line per mismatch otherwise.
 """
@@ -33,9 +34,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT / "bench") not in sys.path:  # emit, also when this file is loaded by path (tests)
-    sys.path.insert(0, str(ROOT / "bench"))
+ROOT = Path(__file__).resolve().parents[2]
+# Also when this file is loaded by its path (the tests), not run: its checkers beside it, the
+# benches' emit (the quiet label) in bench/, and in evidence/ the evidence report's own table
+# functions, which check_evidence recomputes the evidence run's rows with.
+for _folder in (ROOT / "evidence", ROOT / "bench", Path(__file__).resolve().parent):
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
 from check_evidence import EVIDENCE_CHECKS  # noqa: E402  (issue 43's evidence run)
 from check_h100 import H100_CHECKS  # noqa: E402  (issue 38's H100 section)
 from check_provenance import check_provenance  # noqa: E402  (issue 50: MPI, load, GPU)
@@ -46,7 +51,9 @@ from hvdscale.records.store import RESULTS_FILE, load_records  # noqa: E402
 from hvdscale.study.sweep.overhead import unaccounted  # noqa: E402
 
 GENERATED = re.compile(r"<!-- generated: (.+?) -->\n(.*?)<!-- end generated -->", re.S)
-RENDER_CMD = re.compile(r"python bench/[\w]+\.py --render bench/results/[\w.-]+\.json")
+RENDER_CMD = re.compile(r"python (?:bench|tools/mutation)/\w+\.py --render "
+                        r"bench/results/[\w.-]+\.json")
+"""A generated block's command: a bench's (or the mutation harness's) render of a raw file."""
 
 
 def _ms(s: float, spec: str = ".2f") -> str:
@@ -283,6 +290,14 @@ def issue41_compile(d: dict) -> list[str]:
             f"{took[0]:.1f}-{took[-1]:.1f} s)"]
 
 
+def issue21_backtest(d: dict) -> list[str]:
+    """Issue 21's back-test table and summary: ``hvdscale backtest``'s own summary, recomputed
+    from the JSON its ``--out`` wrote (the raw file), every line as the text shows it."""
+    from hvdscale.study.predict.backtest import render_summary
+
+    return [line for line in render_summary(d).splitlines() if line]
+
+
 CHECKS: list[tuple[str, tuple[str, ...], Callable[..., list[str]]]] = [
     ("issue 3 harness overhead", ISSUE3_RUNS, issue3_overhead),
     ("issue 3 scaling", ("strategies_np2.json",), issue3_strategies),
@@ -302,9 +317,10 @@ CHECKS: list[tuple[str, tuple[str, ...], Callable[..., list[str]]]] = [
     ("issue 20 overhead", tuple(r for _, r in ISSUE20_OVERHEAD), issue20_overhead),
     ("issue 41 demo compile", ("precision_demo.json",), issue41_compile),
     ("issue 41 seed compile", ("precision_seed.json",), issue41_compile),
+    ("issue 21 back-test", ("backtest.json",), issue21_backtest),
 ]
-CHECKS += H100_CHECKS  # issue 38: the first GPU machine's figures (bench/check_h100.py)
-CHECKS += EVIDENCE_CHECKS  # issue 43: the evidence run's first loan (bench/check_evidence.py)
+CHECKS += H100_CHECKS  # issue 38: the first GPU machine's figures (check_h100.py)
+CHECKS += EVIDENCE_CHECKS  # issue 43: the evidence run's first loan (check_evidence.py)
 """(section, raw files in the results directory, the figures they give as the text prints
 them: the check is called with each raw file's contents, in this order)."""
 
@@ -353,7 +369,7 @@ def check_generated(text: str) -> tuple[int, list[str]]:
         n += 1
         if not RENDER_CMD.fullmatch(cmd.strip()):
             bad.append(f"generated block: {cmd!r} is not 'python bench/<script>.py --render "
-                       f"bench/results/<raw>.json'")
+                       f"bench/results/<raw>.json' (or a tools/mutation/ script)")
             continue
         argv = [sys.executable, *shlex.split(cmd)[1:]]
         r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
