@@ -43,12 +43,12 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
+from bucketing_work import model_work_ratio, pad_ratio, rnn_ratio, work_imbalance
 
 from hvdscale.records import schema
-from hvdscale.study.stepcost.step_flops import FWD_BWD, lstm_flops_per_token
 from hvdscale.study.sweep.single import RunLaunch, launch_run
 
 EMBED, HIDDEN, VOCAB = 128, 256, 8000
@@ -77,6 +77,7 @@ MODES: dict[str, tuple[list[str], tuple[int, ...] | None, bool]] = {
 
 
 def run_point(np_: int, sets: list[str], out: str) -> dict:
+    """One ``hvdscale run`` launch at ``np_`` ranks; its record, with the load around it."""
     load_before = os.getloadavg()
     # Generous: other workers load this machine, and a loaded pad-to-max loop run is slow.
     rec = launch_run(np_, "configs/demo.yaml", out, sets,
@@ -87,6 +88,7 @@ def run_point(np_: int, sets: list[str], out: str) -> dict:
 
 def sweep(modes: list[str], base: list[str], np_: int, repeats: int,
           out: str) -> dict[str, list[dict]]:
+    """Every mode ``repeats`` times, the order rotated per repeat; the records per mode."""
     recs: dict[str, list[dict]] = {m: [] for m in modes}
     for r in range(repeats):
         for m in modes[r % len(modes):] + modes[: r % len(modes)]:
@@ -101,67 +103,9 @@ def sweep(modes: list[str], base: list[str], np_: int, repeats: int,
     return recs
 
 
-def med(recs: list[dict], f) -> float:
+def med(recs: list[dict], f: Callable[[dict], float]) -> float:
+    """The median of ``f`` over ``recs``."""
     return statistics.median(f(r) for r in recs)
-
-
-def pad_ratio(rec: dict) -> float:
-    w = schema.padding_window(rec)
-    return w["slots"] / w["words"]
-
-
-def rnn_ratio(rec: dict) -> float:
-    w = schema.padding_window(rec)
-    return w["rnn_work_slots"] / w["words"]
-
-
-def model_work_ratio(rec: dict) -> float:
-    """Multiply-adds per real token relative to an unpadded batch: the recurrence on the slots
-    it runs, the output projection on every padded slot (the embedding is a lookup)."""
-    rnn, proj = work_per_slot(schema.model_config(rec))
-    w = schema.padding_window(rec)
-    return (rnn * w["rnn_work_slots"] + proj * w["slots"]) / ((rnn + proj) * w["words"])
-
-
-def work_per_slot(model: dict) -> tuple[int, int]:
-    """(recurrence, output projection) training flops per token slot of the LM, as
-    hvdscale.study.stepcost.step_flops counts them (the LM projects onto ``src_vocab``)."""
-    h = model["hidden_size"]
-    rnn = lstm_flops_per_token(model["embed_dim"], h, model["encoder_layers"])
-    return rnn, FWD_BWD * 2 * h * model["src_vocab"]
-
-
-def work_imbalance(sets: list[str], np_: int) -> dict:
-    """The straggler cost the data alone implies, free of machine noise: every rank's batches
-    of the measured epoch rebuilt in this process (as the ranks build them), each step's work
-    per rank in multiply-adds (loop: every padded slot through every layer; fused: the
-    recurrence on live slots only), and the share of rank time a rank would wait if time were
-    proportional to work: 1 - sum over steps of the mean rank's work / sum of the most."""
-    from hvdscale.config import load_config
-    from hvdscale.core.batching import build_schedule, local_summary, make_plan
-    from hvdscale.corpora.corpus import load_corpus
-
-    cfg = load_config(Path("configs/demo.yaml"), sets)
-    rnn, proj = work_per_slot({"hidden_size": cfg.model.hidden_size,
-                               "embed_dim": cfg.model.embed_dim,
-                               "src_vocab": cfg.model.src_vocab,
-                               "encoder_layers": cfg.model.encoder_layers})
-    mode = cfg.data.bucketing.mode if cfg.data.bucketing.enabled else "per_rank"
-    plans = [make_plan(load_corpus(cfg.data, "lm", cfg.model.src_vocab, 0, w, np_), cfg.data,
-                       "lm", w, np_) for w in range(np_)]
-    measure = load_config(None, ["measure.epochs=1", "measure.warmup_steps=0"]).measure
-    gathered = [local_summary(measure, p, mode) for p in plans]
-    streams = [list(build_schedule(measure, p, gathered, mode)[1]) for p in plans]
-
-    def work(b) -> float:
-        if b is None:
-            return 0.0
-        live = b.words if cfg.model.rnn_impl == "fused" else b.padded_tokens
-        return rnn * live + proj * b.padded_tokens
-
-    w = np.array([[work(b) for b in st] for st in streams])
-    return {"steps": int(w.shape[1]), "idle_pct": 100 * float(1 - w.mean(0).sum() / w.max(0).sum()),
-            "steps_without_batch": [sum(b is None for b in st) for st in streams]}
 
 
 def raw(rec: dict) -> dict:
@@ -187,6 +131,7 @@ def idle_ms_of_rank(rec: dict, i: int) -> float:
 
 
 def throughput_table(title: str, impl: str, recs: dict[str, list[dict]]) -> tuple[str, dict]:
+    """One rank count's throughput table (markdown) and its figures per mode."""
     applies = "padding" if impl == "loop" else "model work"
     wps0 = med(recs[PAD_MAX], schema.words_per_s)
     pr0, mw0 = med(recs[PAD_MAX], pad_ratio), med(recs[PAD_MAX], model_work_ratio)
@@ -219,6 +164,7 @@ def throughput_table(title: str, impl: str, recs: dict[str, list[dict]]) -> tupl
 
 def straggler_table(recs_by_impl: dict[str, dict[str, list[dict]]], base: list[str],
                     np_: int) -> tuple[str, dict]:
+    """The straggler table (markdown) at ``np_`` ranks and its figures per mode."""
     lines = ["|RNN|Batches|Idle per step, mean over ranks (ms)|Idle (% of rank time)|"
              "Idle implied by the work split (%)|"
              "Idle per rank (ms/step)|Steps without a batch per rank|Batches per rank|"
@@ -280,6 +226,7 @@ def implied_only(base: list[str], np_: int, impls: list[str], out: str, json_pat
 
 
 def main() -> int:
+    """Run the benchmark (or only the work split's table); write its markdown and JSON."""
     args = _parse_args()
     repeats = args.repeats or (3 if args.long else 2)
     sentences = args.sentences or (640 if args.long else 320)

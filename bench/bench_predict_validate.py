@@ -2,7 +2,7 @@
 independent on two configs, fit on n <= 2, predict n = 3 and 4, compare with the measurement.
 
 The ranks run on two hosts made on this machine (network namespaces joined by a veth pair, sshd
-in each: hvdscale/testbed/netns.py), two slots each, so np = 3 and 4 span both hosts; both
+in each: tools/testbed/netns.py), two slots each, so np = 3 and 4 span both hosts; both
 "hosts" share this machine's cores, so points with more rank threads than cores are named
 ``oversubscribed`` in the raw file. Rounds are interleaved: each round sweeps every config,
 strategy and n once (the sweep's order: n-major, strategies alternating), and the 1-minute load
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from scratch import scratch_dir  # bench/ is on sys.path when a script runs
+from simulated import testbed
 
 from hvdscale.records import schema
 from hvdscale.records.store import read_records
@@ -79,61 +80,74 @@ def _start_sshd(hosts: Any, work: Path, sh: Any) -> None:
     time.sleep(1)
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Every round: both configs swept on the two hosts, load recorded, fitted, compared."""
+def _nps(max_np: int) -> str:
+    """Every rank count the sweeps run, 1..max_np, as ``--np`` takes them."""
+    return ",".join(str(n) for n in range(1, max_np + 1))
+
+
+def _hosts(work: Path) -> Any:
+    """The two namespace hosts (not yet made), under names and a subnet of their own."""
+    netns = testbed("netns")  # the same hosts the tests make
+    h = netns.TwoHosts(work, str(os.getpid() % 10000))
+    # own names and subnet (10.100-149.x), apart from test_netns's (200) and slurm's (150)
+    pair = netns.host_pair(str(os.getpid() % 10000), "hvdpv", "hvp", "hvdpv", 100)
+    h.ns, h.veth, h.addr, h.names = (pair[k] for k in ("ns", "veth", "addr", "names"))
+    return h
+
+
+def _make_hosts(h: Any, work: Path) -> None:
+    """The hosts' namespaces, veth pair, ssh keys, sshd configs and sshd processes."""
+    netns = testbed("netns")
+    netns.veth_hosts(h.ns, h.veth, h.addr)
+    netns.ssh_keys(work, h.addr)
+    for addr, name in zip(h.addr, h.names, strict=True):
+        conf = work / f"sshd_{name}.conf"
+        conf.write_text(netns.sshd_config(work, addr, work / f"sshd_{name}.pid"))
+    _start_sshd(h, work, netns.sh)
+
+
+def _round(k: int, h: Any, work: Path, args: argparse.Namespace, extra: list[str]
+           ) -> dict[str, Any]:
+    """Round ``k``: every config swept (order alternating per round), fitted and compared."""
     from hvdscale.config import load_config
     from hvdscale.study.predict.inputs import reduced_bytes_per_step
-    from hvdscale.testbed.netns import (  # the same hosts the tests make
-        TwoHosts,
-        host_pair,
-        remove_hosts,
-        sh,
-        ssh_keys,
-        sshd_config,
-        sshd_privsep,
-        veth_hosts,
-    )
 
+    rnd: dict[str, Any] = {"round": k, "loadavg_before": os.getloadavg()[0], "rows": {}}
+    order = list(args.configs) if k % 2 == 0 else list(reversed(args.configs))
+    for config in order:
+        _start_sshd(h, work, testbed("netns").sh)  # again, if something ended it meanwhile
+        out = work / f"round{k}" / Path(config).stem
+        out.mkdir(parents=True, exist_ok=True)
+        t0 = time.time()
+        _sweep(h, config, _nps(args.max_np), out, extra)
+        recs = [r for r in read_records(out) if schema.is_ok(r)]
+        nbytes = reduced_bytes_per_step(load_config(str(ROOT / config), SETS))
+        rnd["rows"][config] = evaluate(recs, args.fit_max, list(range(1, args.max_np + 1)),
+                                       nbytes)
+        rnd.setdefault("sweep_s", {})[config] = time.time() - t0
+        rnd.setdefault("loadavg_after_config", {})[config] = os.getloadavg()[0]
+    rnd["loadavg_after"] = os.getloadavg()[0]
+    return rnd
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Every round: both configs swept on the two hosts, load recorded, fitted, compared."""
     work = scratch_dir(args.work, "hvdscale-predict-validate-")
-    h = TwoHosts(work, str(os.getpid() % 10000))
-    # own names and subnet (10.100-149.x), apart from test_netns's (200) and slurm's (150)
-    pair = host_pair(str(os.getpid() % 10000), "hvdpv", "hvp", "hvdpv", 100)
-    h.ns, h.veth, h.addr, h.names = (pair[k] for k in ("ns", "veth", "addr", "names"))
-    nps = ",".join(str(n) for n in range(1, args.max_np + 1))
+    h = _hosts(work)
     extra = ["--launcher-args", args.launcher_args] if args.launcher_args else []
-    result: dict[str, Any] = {"kind": "predict_validate", "np": nps, "fit_max": args.fit_max,
-                              "configs": list(args.configs), "sets": SETS, "rounds": [],
-                              "cores": os.cpu_count()}
-    with sshd_privsep():
+    result: dict[str, Any] = {"kind": "predict_validate", "np": _nps(args.max_np),
+                              "fit_max": args.fit_max, "configs": list(args.configs),
+                              "sets": SETS, "rounds": [], "cores": os.cpu_count()}
+    with testbed("netns").sshd_privsep():
         try:
-            veth_hosts(h.ns, h.veth, h.addr)
-            ssh_keys(work, h.addr)
-            for addr, name in zip(h.addr, h.names, strict=True):
-                conf = work / f"sshd_{name}.conf"
-                conf.write_text(sshd_config(work, addr, work / f"sshd_{name}.pid"))
-            _start_sshd(h, work, sh)
+            _make_hosts(h, work)
             for k in range(args.rounds):
-                rnd: dict[str, Any] = {"round": k, "loadavg_before": os.getloadavg()[0],
-                                       "rows": {}}
-                order = list(args.configs) if k % 2 == 0 else list(reversed(args.configs))
-                for config in order:
-                    _start_sshd(h, work, sh)  # again, if something ended it meanwhile
-                    out = work / f"round{k}" / Path(config).stem
-                    out.mkdir(parents=True, exist_ok=True)
-                    t0 = time.time()
-                    _sweep(h, config, nps, out, extra)
-                    recs = [r for r in read_records(out) if schema.is_ok(r)]
-                    nbytes = reduced_bytes_per_step(load_config(str(ROOT / config), SETS))
-                    rnd["rows"][config] = evaluate(recs, args.fit_max,
-                                                   list(range(1, args.max_np + 1)), nbytes)
-                    rnd.setdefault("sweep_s", {})[config] = time.time() - t0
-                    rnd.setdefault("loadavg_after_config", {})[config] = os.getloadavg()[0]
-                rnd["loadavg_after"] = os.getloadavg()[0]
+                rnd = _round(k, h, work, args, extra)
                 result["rounds"].append(rnd)
                 print(f"round {k}: done (load {rnd['loadavg_before']:.2f} -> "
                       f"{rnd['loadavg_after']:.2f})", flush=True)
         finally:
-            remove_hosts(h.ns, h.veth)
+            testbed("netns").remove_hosts(h.ns, h.veth)
     return _label_load(result)
 
 
@@ -175,6 +189,7 @@ def render(raw: dict[str, Any]) -> str:
 
 
 def main() -> int:
+    """Run the rounds (or ``--render`` a raw file); print the table."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--render", metavar="RAW.json", help="print the table from a raw file")
     ap.add_argument("--rounds", type=int, default=2)

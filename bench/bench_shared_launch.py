@@ -162,9 +162,14 @@ HEADS = {"shared": "one launch per round", "alone": "a launch per point",
 
 
 def render(raw: dict[str, Any]) -> str:
-    """BENCHMARKS.md's table."""
-    s, ways = summarize(raw)["summary"], ways_of(raw)
-    n = len(raw["rounds"])
+    """BENCHMARKS.md's table and the notes under it."""
+    s = summarize(raw)["summary"]
+    return "\n".join([*_cost_table(raw, s), *_notes(raw, s)]) + "\n"
+
+
+def _cost_table(raw: dict[str, Any], s: dict[str, Any]) -> list[str]:
+    """The table's lines: per way, the sweep's wall time and where the launches' time went."""
+    ways, n = ways_of(raw), len(raw["rounds"])
 
     def med(way: str, key: str) -> float:
         return statistics.median(r[way]["cost"][key] for r in raw["rounds"])
@@ -189,22 +194,28 @@ def render(raw: dict[str, Any]) -> str:
         return (f"+-{100 * statistics.median(rel):.1f}% (up to +-{100 * max(rel):.1f}%), "
                 f"met in {sum(met)} of {len(met)}")
 
-    lines = [f"| {what}; {n} paired runs | " + " | ".join(HEADS[w] for w in ways) + " |",
-             "|---|" + "---|" * len(ways),
-             row("sweep wall time, median (s)", lambda w: f"{s['wall_s'][w]:.1f}"),
-             row("wall time / a launch per point's, paired: median [range]", wall_ratio),
-             row("ranks' start-up a launch (s)",
-                 lambda w: f"{s['startup_s_per_launch'][w]:.2f}"),
-             row("a point's own cost beyond its warm-up and measured steps (s)",
-                 lambda w: f"{s['per_point_s'][w]:.2f}"),
-             row("the same with the launch's start-up shared by its points (s)",
-                 lambda w: f"{s['per_point_all_in_s'][w]:.2f}"),
-             row("the launches' time: start-up + warm-up + measured + rest (s)",
-                 lambda w: " + ".join(f"{med(w, k):.1f}" for k in (
-                     "startup_s", "warmup_s", "measured_s", "rest_s"))),
-             row("measured share of the launches' time",
-                 lambda w: f"{100 * s['measured_fraction'][w]:.0f}%"),
-             row("95% interval of a point's words/s, median; target met", interval)]
+    return [f"| {what}; {n} paired runs | " + " | ".join(HEADS[w] for w in ways) + " |",
+            "|---|" + "---|" * len(ways),
+            row("sweep wall time, median (s)", lambda w: f"{s['wall_s'][w]:.1f}"),
+            row("wall time / a launch per point's, paired: median [range]", wall_ratio),
+            row("ranks' start-up a launch (s)",
+                lambda w: f"{s['startup_s_per_launch'][w]:.2f}"),
+            row("a point's own cost beyond its warm-up and measured steps (s)",
+                lambda w: f"{s['per_point_s'][w]:.2f}"),
+            row("the same with the launch's start-up shared by its points (s)",
+                lambda w: f"{s['per_point_all_in_s'][w]:.2f}"),
+            row("the launches' time: start-up + warm-up + measured + rest (s)",
+                lambda w: " + ".join(f"{med(w, k):.1f}" for k in (
+                    "startup_s", "warmup_s", "measured_s", "rest_s"))),
+            row("measured share of the launches' time",
+                lambda w: f"{100 * s['measured_fraction'][w]:.0f}%"),
+            row("95% interval of a point's words/s, median; target met", interval)]
+
+
+def _notes(raw: dict[str, Any], s: dict[str, Any]) -> list[str]:
+    """The lines under the table: the precision target, the paired words/s ratios and whether
+    the parameters matched, and the load."""
+    lines = []
     if raw.get("target_set"):
         lines.append(f"\nPrecision target: {' '.join(raw['target_set'])}.")
     loads = recorded_loads(raw, skip=("loadavg_emit",))
@@ -220,10 +231,11 @@ def render(raw: dict[str, Any]) -> str:
                  f"{quiet_label(raw)['quiet']}.")
     for p, r in s["ratio_shared_over_alone"].items():
         lines.append(f"- {p}: {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}]")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def main() -> int:
+    """Run the rounds (or ``--render`` a raw file) and emit the raw result."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", default="configs/demo.yaml")
     ap.add_argument("--np", default="2")

@@ -8,7 +8,7 @@ same launcher line the sweep uses, in alternating order; wall time from spawn to
 the 1-minute load before each pair, and the run's start-up phases from its record. Round 0
 warms the page cache and is left out. Then one small sweep (np 1 and 2, two rounds, the same
 tiny run) for the sweep's own time between points (its sweep_timing.jsonl), and ``hvdscale
-doctor`` on the simulated machine without network (hvdscale/testbed/nodns.py; root only).
+doctor`` on the simulated machine without network (tools/testbed/nodns.py; root only).
 
     python bench/bench_startup.py --np 1,2 --rounds 5 --json bench/results/startup.json
     python bench/bench_startup.py --render bench/results/startup.json
@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from emit import emit, paired, quiet_label  # bench/ is on sys.path when a script runs
+from simulated import testbed
 
 from hvdscale.core.threads import single_host_launch_env
 from hvdscale.records import schema
@@ -91,14 +92,14 @@ def sweep_timing(out: Path) -> list[dict]:
 
 def doctor_nodns(tmp: Path) -> dict:
     """``hvdscale doctor``'s wall time on the simulated machine without network."""
-    from hvdscale.testbed.nodns import nodns_argv
-
     load = os.getloadavg()[0]
-    s = _timed(nodns_argv(tmp, f"cd {ROOT} && {sys.executable} -m hvdscale doctor >/dev/null"))
+    doctor = f"cd {ROOT} && {sys.executable} -m hvdscale doctor >/dev/null"
+    s = _timed(testbed("nodns").nodns_argv(tmp, doctor))
     return {"doctor_s": s, "load": load}
 
 
 def measure(args: argparse.Namespace) -> dict:
+    """Every round at every np, then the sweep's and the doctor's times: the raw result."""
     nps = [int(x) for x in args.np.split(",")]
     rounds, doctors = [], []
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
@@ -178,6 +179,7 @@ def render(d: dict) -> str:
 
 
 def main() -> None:
+    """Measure (or ``--render`` a raw file) and emit the raw result."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--np", default="1,2", help="rank counts, e.g. 1,2,4,8 (default 1,2)")
     ap.add_argument("--rounds", type=int, default=5, help="measured rounds (plus a warm-up)")

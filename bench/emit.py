@@ -8,7 +8,7 @@ quiet only if every recorded 1-minute load is at most ``QUIET_LOAD`` (2.5 on thi
 machine) and the bench recorded a load during the run (one reading at the end says nothing
 about the run: then ``quiet`` is false and ``quiet_basis`` says why). A bench run with another
 ``--quiet_load`` labels its own result with it when writing; a raw file read back
-(bench/check_benchmarks.py) is judged by ``QUIET_LOAD`` alone, whatever threshold it stores.
+(tools/checks/check_benchmarks.py) is judged by ``QUIET_LOAD`` alone, whatever threshold it stores.
 
 A [1, 5, 15] triple (``os.getloadavg()``) is read as one only under a key that names one:
 ``...loadavg...``, or ``load_before``/``load_after`` as bench_ddp, bench_mwms and bench_sparse
@@ -94,7 +94,7 @@ def label_load(result: dict[str, Any]) -> dict[str, Any]:
     out = dict(result)
     out[_EMIT_KEY] = list(os.getloadavg())
     # The bench's own threshold (a --quiet_load it was given) labels the run as it is written;
-    # read back (bench/check_benchmarks.py), the file is judged by QUIET_LOAD alone.
+    # read back (tools/checks/check_benchmarks.py), the file is judged by QUIET_LOAD alone.
     out.update(quiet_label(out, float(result.get("quiet_load", QUIET_LOAD))))
     return out
 

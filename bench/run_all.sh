@@ -24,6 +24,8 @@ if [ -f bench/bench_bucketing.py ]; then
   echo "== bucketing (issue 7)"
   python bench/bench_bucketing.py
 fi
+echo "== back-test of predict --fit on the seed notes' tables (issue 21; no timing)"
+python -m hvdscale backtest --out "$R/backtest.json" --plot "$R/backtest.png" >/dev/null
 echo "== Horovod fusion settings (issue 12)"
 python bench/bench_fusion.py --fresh
 echo "== TensorFlow next to PyTorch (issue 10)"

@@ -10,9 +10,7 @@ directory the user names, which a rerun may resume, is used only when it is a re
 from __future__ import annotations
 
 import os
-import shutil
 import stat
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -47,18 +45,3 @@ def scratch_dir(given: str | None, prefix: str) -> Path:
         raise UnsafeScratch(f"scratch directory {path} {problem}; name a directory of your own "
                             "with mode 0700, or leave the option out for a fresh private one")
     return path
-
-
-def copy_checkout(root: Path, dest: Path) -> None:
-    """The checkout at ``root``: its tracked and untracked (not ignored) files, into ``dest``."""
-    names = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root,
-                           capture_output=True, check=True).stdout.decode().split("\0")
-    for name in filter(None, names):
-        src, dst = root / name, dest / name
-        if not src.exists() and not src.is_symlink():
-            continue  # deleted in the worktree, not yet in git
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_symlink():
-            dst.symlink_to(os.readlink(src))
-        else:
-            shutil.copy2(src, dst)

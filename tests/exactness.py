@@ -41,7 +41,7 @@ from hvdscale.strategies.base import Strategy
 from tests.exactness_summary import note_strategy
 
 TEST_DEVICE = os.environ.get("HVDSCALE_TEST_DEVICE", "cpu")
-"""``cuda`` (bench/gpu_device.sh on a GPU machine): each rank's replica on its GPU with TF32
+"""``cuda`` (evidence/gpu_device.sh on a GPU machine): each rank's replica on its GPU with TF32
 off, the one-process reference on the CPU, the same tolerances. Default: the CPU."""
 K_STEPS = 3
 """Steps of a fixed-step case (an epoch case runs its whole schedule)."""

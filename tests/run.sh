@@ -56,7 +56,7 @@ XDIST=()
 [ "$WORKERS" = 0 ] || XDIST=(-n "$WORKERS" --dist loadgroup --no-loadscope-reorder)
 phase lint ruff check .
 # Every headline figure of bench/BENCHMARKS.md recomputed from its raw result in bench/results/.
-phase benchmarks python bench/check_benchmarks.py
+phase benchmarks python tools/checks/check_benchmarks.py
 # SLURM daemons, munge, sshd and iproute2 for the integration tests that start a real
 # single-node SLURM and two hosts in network namespaces (apt, about 15 s once; then a no-op).
 phase system-deps bash launch/ci_system_deps.sh
@@ -64,8 +64,8 @@ phase single "${PYTEST[@]}" "${XDIST[@]}" tests/unit tests/integration \
   --junitxml="$REPORTS/single.xml" \
   ${HVDSCALE_TEST_SELECT:+-k "$HVDSCALE_TEST_SELECT"}
 # Issue 39: mutmut over the side channel's wire checks and the token-weighted reduction's slice
-# (bench/bench_mutation.py, targets marked ci): a test that cannot fail there fails this phase.
-phase mutation-slice timeout 900 nice -n 5 python bench/bench_mutation.py --ci --json ""
+# (tools/mutation/bench_mutation.py, targets marked ci): a test that cannot fail there fails this phase.
+phase mutation-slice timeout 900 nice -n 5 python tools/mutation/bench_mutation.py --ci --json ""
 phase mpirun-np2 timeout 1200 mpirun -np 2 --tag-output "${PYTEST[@]}" tests/mpi
 phase horovodrun-gloo-np2 timeout 1200 horovodrun -np 2 --gloo "${PYTEST[@]}" tests/mpi
 phase mpirun-np3 timeout 900 mpirun -np 3 --oversubscribe --tag-output "${PYTEST[@]}" tests/mpi \

@@ -1,6 +1,6 @@
 """Clusters made on this machine for the integration tests: a private SLURM (munge, slurmctld,
 slurmd), on hosts as network namespaces joined by a veth pair with sshd on each (those live in
-hvdscale/testbed/netns.py, shared with the benches).
+tools/testbed/netns.py, shared with the benches).
 
 Every test that starts such a cluster uses these helpers, so starting and tearing down work the
 same way everywhere. Each test still picks its own names, addresses, ports and directories, so
@@ -17,7 +17,8 @@ from pathlib import Path
 
 import psutil
 
-from hvdscale.testbed.netns import (  # noqa: F401  (re-exported: the tests import them here)
+from tests.integration.system_deps import SBIN
+from tools.testbed.netns import (  # noqa: F401  (re-exported: the tests import them here)
     host_pair,
     kill_namespace,
     ns_pids,
@@ -29,7 +30,6 @@ from hvdscale.testbed.netns import (  # noqa: F401  (re-exported: the tests impo
     sshd_privsep,
     veth_hosts,
 )
-from tests.integration.system_deps import SBIN
 
 
 def pid_from(pidfile: Path) -> int | None:

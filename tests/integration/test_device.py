@@ -63,7 +63,7 @@ def test_auto_runs_on_cpu_and_syncs_before_every_clock_read(tmp_path: Path) -> N
 
 def test_gpu_check_fails_clearly_without_a_gpu(tmp_path: Path) -> None:
     out = tmp_path / "gpu.json"
-    r = subprocess.run(["bash", "bench/gpu_check.sh", "--out", str(out)], cwd=ROOT,
+    r = subprocess.run(["bash", "evidence/gpu_check.sh", "--out", str(out)], cwd=ROOT,
                        env={**ENV, "PYTHON": sys.executable}, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 2, r.stdout + r.stderr

@@ -6,11 +6,12 @@ Horovod, no MPI. Its ``python3`` is first on PATH, as on the lent GPU machine, w
 torch lives in a venv. A bundle is built for it here (Horovod's wheel from the cache: same
 Python minor, torch and TF as bundle (a) of test_offline_bundle.py), then, inside ``unshare -n``
 with only loopback up, the prepared scripts run as a user runs them, from the repository root
-and from another directory: ``bench/many_cores.sh`` (np = 1 and 2, one round, few steps) and
-``bench/gpu_device.sh --rehearse-cpu`` (every stage's code on the CPU, tiny sizes); from the other
-directory both go through ``bench/evidence_run.sh --rehearse-cpu --pack`` as a device call runs
-them, and the checks read the results from the one packed file that would travel back. Each
-installs the bundle non-editable into the target; every stage must exit 0 and write its file.
+and from another directory: ``evidence/many_cores.sh`` (np = 1 and 2, one round, few steps)
+and ``evidence/gpu_device.sh --rehearse-cpu`` (every stage's code on the CPU, tiny sizes); from
+the other directory both go through ``evidence/evidence_run.sh --rehearse-cpu --pack`` as a
+device call runs them, and the checks read the results from the one packed file that would
+travel back. Each installs the bundle non-editable into the target; every stage must exit 0 and
+write its file.
 
 The failures this catches, each seen making it fail (issue 38): a bundle without Horovod's
 cffi/pycparser (install fails offline), a venv made over the target's venv (no torch there),
@@ -149,8 +150,8 @@ def _unpacked(tmp_path: Path, part: str) -> Path:
 
 
 def _where(where: str, tmp_path: Path) -> tuple[Path, str]:
-    """The directory a user starts from, and how the bench folder is named from there."""
-    return (ROOT, "bench") if where == "repository root" else (tmp_path, f"{ROOT}/bench")
+    """The directory a user starts from, and how the evidence folder is named from there."""
+    return (ROOT, "evidence") if where == "repository root" else (tmp_path, f"{ROOT}/evidence")
 
 
 def _installed_from(venv: Path) -> None:
@@ -167,13 +168,13 @@ def _installed_from(venv: Path) -> None:
 def test_many_cores_runs_on_a_simulated_target(target: tuple[Path, Path], where: str,
                                                tmp_path: Path) -> None:
     venv, bundle = target
-    cwd, bench = _where(where, tmp_path)
+    cwd, scripts = _where(where, tmp_path)
     out = tmp_path / "many_cores"
     if where == "repository root":
-        script = f"bash {bench}/many_cores.sh {bundle}.tar.gz {out}"
+        script = f"bash {scripts}/many_cores.sh {bundle}.tar.gz {out}"
     else:  # as the device call runs it: through the evidence run, packed for the trip back
-        script = (f"bash {bench}/evidence_run.sh --rehearse-cpu --pack {tmp_path}/back/cpu.tar.gz "
-                  f"--part cpu {bundle}.tar.gz {out}")
+        script = (f"bash {scripts}/evidence_run.sh --rehearse-cpu --pack "
+                  f"{tmp_path}/back/cpu.tar.gz --part cpu {bundle}.tar.gz {out}")
     r = offline(script, 1200, cwd, _target_env(venv))
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     if where != "repository root":
@@ -192,16 +193,16 @@ def test_gpu_device_rehearsal_runs_on_a_simulated_target(target: tuple[Path, Pat
     """Every stage from another directory; from the root, install and check only: the script
     runs its stages from the repository root whatever the directory it is started from."""
     venv, bundle = target
-    cwd, bench = _where(where, tmp_path)
+    cwd, scripts = _where(where, tmp_path)
     out = tmp_path / "gpu_device"
     env = _target_env(venv)
     if where == "repository root":
         env["STAGES"] = "install,check"
     if where == "repository root":
-        script = f"bash {bench}/gpu_device.sh --rehearse-cpu {bundle} {out}"
+        script = f"bash {scripts}/gpu_device.sh --rehearse-cpu {bundle} {out}"
     else:  # as the device call runs it: through the evidence run, packed for the trip back
-        script = (f"bash {bench}/evidence_run.sh --rehearse-cpu --pack {tmp_path}/back/gpu.tar.gz "
-                  f"--part gpu {bundle} {out}")
+        script = (f"bash {scripts}/evidence_run.sh --rehearse-cpu --pack "
+                  f"{tmp_path}/back/gpu.tar.gz --part gpu {bundle} {out}")
     r = offline(script, 1500, cwd, env)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     if where != "repository root":
@@ -218,7 +219,7 @@ def test_gpu_check_writes_its_json_when_a_part_fails(tmp_path: Path) -> None:
     out = tmp_path / "gpu_check.json"
     env = {**os.environ, "OMPI_MCA_btl": "no_such_transport", "OMPI_ALLOW_RUN_AS_ROOT": "1",
            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "PYTHONPATH": str(ROOT)}
-    r = subprocess.run(["bash", str(ROOT / "bench/gpu_check.sh"), "--rehearse-cpu", "--out",
+    r = subprocess.run(["bash", str(ROOT / "evidence/gpu_check.sh"), "--rehearse-cpu", "--out",
                         str(out)], capture_output=True, text=True, timeout=900, env=env)
     assert r.returncode == 2 and "parts failed: demo_runs" in r.stderr, r.stderr[-3000:]
     assert "Traceback" not in r.stderr

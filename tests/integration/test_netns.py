@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from hvdscale.testbed.netns import (
+from tests.integration.system_deps import ensure_system_deps
+from tools.testbed.netns import (
     TwoHosts,
     remove_hosts,
     sh,
@@ -29,7 +30,6 @@ from hvdscale.testbed.netns import (
     sshd_privsep,
     veth_hosts,
 )
-from tests.integration.system_deps import ensure_system_deps
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--set", "measure.warmup_steps=1", "--set", "measure.steps=3",

@@ -1,6 +1,6 @@
 """No phase of a launch, and nothing in ``hvdscale doctor``, waits on name resolution.
 
-One call into the simulated machine without network (hvdscale/testbed/nodns.py: an interface
+One call into the simulated machine without network (tools/testbed/nodns.py: an interface
 up, a default route that drops every packet, a name server behind it, a hostname /etc/hosts does
 not list, so a lookup waits at least ``LOOKUP_S`` = 15 s instead of failing at once): first proof
 that a lookup there does wait and does send, then a 2-rank ``hvdscale run`` (one step) under
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from hvdscale.testbed.nodns import LOOKUP_S, TX, nodns_argv, tx_packets
 from tests.integration.system_deps import ensure_system_deps
+from tools.testbed.nodns import LOOKUP_S, TX, nodns_argv, tx_packets
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCTOR_BOUND_S = 4 * LOOKUP_S  # its framework probes alone take 10-30 s on a busy host

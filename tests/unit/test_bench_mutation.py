@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
+MUTATION = Path(__file__).resolve().parents[2] / "tools" / "mutation"
+sys.path.insert(0, str(MUTATION))
 
 import bench_mutation as bm  # noqa: E402
+import mutation_mutmut as mm  # noqa: E402
 import mutation_recheck as mr  # noqa: E402
 
 
@@ -20,11 +21,11 @@ def test_only_the_named_functions_bodies_are_mutated(tmp_path: Path) -> None:
     src = tmp_path / "m.py"
     src.write_text('def a():\n    """Doc."""\n    return 1\n\n\nclass C:\n    def b(self):\n'
                    '        x = 2\n        return x\n\n\ndef d():\n    return 3\n')
-    assert bm._function_lines(src, ("a", "C.b")) == {3, 8, 9}
+    assert mm._function_lines(src, ("a", "C.b")) == {3, 8, 9}
     nested = tmp_path / "n.py"
     nested.write_text("class C:\n    def b(self):\n        y = 1\n\n        def inner():\n"
                       "            return y\n        return inner\n")
-    assert bm._function_lines(nested, ("C.b.inner",)) == {6}
+    assert mm._function_lines(nested, ("C.b.inner",)) == {6}
 
 
 def _mod(**over: object) -> dict:
@@ -74,7 +75,7 @@ def test_a_mutants_lines_are_made_again_without_mutmuts_cache() -> None:
     source = "def f(a, b):\n    x = 1\n    return a < b\n"
     ctx = Context(source=source, mutation_id=ALL)
     mutate(ctx)
-    got = {bm._diff(source, {"text": m.line, "index": m.index, "line": m.line_number + 1})
+    got = {mm._diff(source, {"text": m.line, "index": m.index, "line": m.line_number + 1})
            for m in ctx.performed_mutation_ids}
     assert ("return a < b", "return a <= b") in got
     assert ("x = 1", "x = 2") in got

@@ -1,6 +1,7 @@
-"""The wrapper mutmut runs the tests through (issue 39, bench/mutation_runner.py): every failing
-exit reaches mutmut as 1, and when mutmut kills the wrapper at its time limit, every process the
-tests started dies with it, so the output mutmut reads ends instead of hanging the run."""
+"""The wrapper mutmut runs the tests through (issue 39, tools/mutation/mutation_runner.py): every
+failing exit reaches mutmut as 1, and when mutmut kills the wrapper at its time limit, every
+process the tests started dies with it, so the output mutmut reads ends instead of hanging the
+run."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
+MUTATION = Path(__file__).resolve().parents[2] / "tools" / "mutation"
+sys.path.insert(0, str(MUTATION))
 
 import mutation_runner  # noqa: E402
 
@@ -35,7 +36,7 @@ def test_a_killed_wrapper_takes_the_tests_every_process_with_it() -> None:
     # As mutmut runs it: output to a stream read to its end, the wrapper SIGKILLed at the time
     # limit; the tests left a process in a process group of its own (as mpirun's ranks are).
     group = "import os, time; os.setpgid(0, 0); time.sleep(60)"
-    cmd = [sys.executable, str(BENCH / "mutation_runner.py"), "600", "sh", "-c",
+    cmd = [sys.executable, str(MUTATION / "mutation_runner.py"), "600", "sh", "-c",
            f"{sys.executable} -c '{group}' & sleep 60"]
     wrapper = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     time.sleep(2)  # the tests and the watchdog have started

@@ -1,6 +1,6 @@
-"""bench/check_benchmarks.py fails when a figure in BENCHMARKS.md no longer matches its raw file:
-checked on a copy of the text with one number changed, with figures swapped between runs or
-rows, with one generated line changed; and bench/emit.py labels the load as the rule says."""
+"""tools/checks/check_benchmarks.py fails when a figure in BENCHMARKS.md no longer matches its raw
+file: checked on a copy of the text with one number changed, with figures swapped between runs
+or rows, with one generated line changed; and bench/emit.py labels the load as the rule says."""
 
 from __future__ import annotations
 
@@ -17,10 +17,19 @@ RESULTS = ROOT / "bench" / "results"
 
 def _checker():
     spec = importlib.util.spec_from_file_location("check_benchmarks",
-                                                  ROOT / "bench" / "check_benchmarks.py")
+                                                  ROOT / "tools" / "checks" /
+                                                  "check_benchmarks.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
     return mod
+
+
+def _sections():
+    """check_sections (the development machine's sections), as check_benchmarks imports it."""
+    _checker()  # puts tools/checks/ and bench/ (emit) on the path
+    import check_sections
+
+    return check_sections
 
 
 def _tampered(tmp_path: Path, old: str, new: str) -> Path:
@@ -39,7 +48,7 @@ def test_the_shipped_text_matches_its_raw_files() -> None:
 def _overhead_row() -> tuple[str, str]:
     """Issue 3's harness-overhead row as the text prints it, and its minimal-loop figure."""
     name = "overhead_issue24.json"
-    row = _checker().issue3_overhead_row(name, json.loads((RESULTS / name).read_text()))
+    row = _sections().issue3_overhead_row(name, json.loads((RESULTS / name).read_text()))
     return row, row.split(" | ")[2]
 
 
@@ -50,6 +59,15 @@ def test_a_changed_headline_figure_fails(tmp_path: Path) -> None:
     md = _tampered(tmp_path, f"| {minimal} |", f"| {changed} |")
     _, bad = _checker().check_figures(md.read_text(), RESULTS)
     assert len(bad) == 1 and "issue 3 harness overhead" in bad[0] and row in bad[0]
+
+
+def test_the_back_test_is_recomputed_from_the_commands_own_output(tmp_path: Path) -> None:
+    # Issue 21's table is ``hvdscale backtest``'s summary of the JSON its --out wrote: one
+    # predicted figure changed in the text is a mismatch of that section, naming the row.
+    row = "|seed000_ps_cudnn_lstm|ps|ps|8|360630|369105|+2.4|yes|7|"
+    md = _tampered(tmp_path, row, row.replace("369105", "369106"))
+    _, bad = _checker().check_figures(md.read_text(), RESULTS)
+    assert len(bad) == 1 and "issue 21 back-test" in bad[0] and row in bad[0]
 
 
 def test_a_raw_file_that_changed_fails(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "checks"))
 
 import check_provenance as cp  # noqa: E402
 
@@ -72,7 +72,7 @@ def test_check_benchmarks_refuses_a_startup_file_made_before_issue_50(tmp_path: 
     md = (ROOT / "bench" / "BENCHMARKS.md").read_text()
     copy = tmp_path / "BENCHMARKS.md"
     copy.write_text(md + "\nStart-up, raw: `bench/results/withdrawn/startup_quiet.json`.\n")
-    r = subprocess.run([sys.executable, "bench/check_benchmarks.py", "--md", str(copy)],
+    r = subprocess.run([sys.executable, "tools/checks/check_benchmarks.py", "--md", str(copy)],
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 1
     assert ("MISMATCH start-up raw file withdrawn/startup_quiet.json does not name "

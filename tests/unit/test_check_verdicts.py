@@ -16,8 +16,11 @@ FORMER = ("`predict --fit` on 1 to 4 ranks came within 10 % at 6 and 8 ranks for
 
 
 def _module(name: str):
-    sys.path.insert(0, str(ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    # What check_benchmarks puts on the path for its checkers: they import each other, and
+    # check_evidence the evidence report's table functions (evidence/many_cores_report.py).
+    for folder in ("evidence", "tools/checks"):
+        sys.path.insert(0, str(ROOT / folder))
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / "checks" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
     return mod
@@ -36,7 +39,7 @@ def test_a_verdict_needs_three_named_rounds_or_says_it_is_none() -> None:
 def _check(tmp_path: Path, readme: str) -> subprocess.CompletedProcess:
     f = tmp_path / "README.md"
     f.write_text(readme)
-    return subprocess.run([sys.executable, "bench/check_benchmarks.py", "--readme", str(f)],
+    return subprocess.run([sys.executable, "tools/checks/check_benchmarks.py", "--readme", str(f)],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
@@ -63,7 +66,7 @@ def test_check_benchmarks_holds_benchmarks_md_to_the_same_rule(tmp_path: Path) -
     said = "\n\nHorovod beats DDP at np=2 (x1.05, 2 rounds).\n"
     copy = tmp_path / "BENCHMARKS.md"
     copy.write_text(md + said)
-    run = [sys.executable, "bench/check_benchmarks.py", "--md", str(copy)]
+    run = [sys.executable, "tools/checks/check_benchmarks.py", "--md", str(copy)]
     r = subprocess.run(run, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert "BENCHMARKS.md verdict from fewer than 3 paired rounds: 'Horovod beats DDP" in r.stdout
     assert r.returncode == 1

@@ -38,7 +38,7 @@ def _page(tmp_path: Path, name: str, text: str) -> Path:
 
 @pytest.mark.parametrize("heading, slug", [
     ("TensorFlow's own strategy: `mwms`", "tensorflows-own-strategy-mwms"),
-    ("`bench/gpu_check.sh`", "benchgpu_checksh"),
+    ("`evidence/gpu_check.sh`", "evidencegpu_checksh"),
     ("Bucketing, whole epochs, weak and strong scaling",
      "bucketing-whole-epochs-weak-and-strong-scaling"),
     ('The report\'s "Time to quality" section', "the-reports-time-to-quality-section"),

@@ -1,4 +1,4 @@
-"""bench/evidence_run.sh (issue 43): its plan fits the device tool's limits, and a GPU part
+"""evidence/evidence_run.sh (issue 43): its plan fits the device tool's limits, and a GPU part
 whose budget cannot hold a stage skips it and names the command that runs it later."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "bench" / "evidence_run.sh"
+SCRIPT = ROOT / "evidence" / "evidence_run.sh"
 
 
 def _run(*args: str, **env: str) -> subprocess.CompletedProcess:

@@ -128,7 +128,7 @@ def test_gpu_script_refuses_without_a_gpu_in_one_line(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    r = subprocess.run(["bash", "bench/gpu_device.sh", str(tmp_path / "bundle"),
+    r = subprocess.run(["bash", "evidence/gpu_device.sh", str(tmp_path / "bundle"),
                         str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 2
@@ -149,7 +149,7 @@ def test_gpu_script_main_path_runs_where_torch_sees_a_gpu(tmp_path: Path) -> Non
         "torch.cuda.nccl.version = lambda: (0, 0, 0)\n")
     (tmp_path / "bundle").mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("REHEARSE", "STAGES", "BUDGET_S")}
-    r = subprocess.run(["bash", "bench/gpu_device.sh", str(tmp_path / "bundle"),
+    r = subprocess.run(["bash", "evidence/gpu_device.sh", str(tmp_path / "bundle"),
                         str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True,
                        timeout=120, env={**env, "PYTHONPATH": f"{shim}:{ROOT}", "STAGES": "limit"})
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]

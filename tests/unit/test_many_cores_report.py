@@ -1,4 +1,4 @@
-"""bench/many_cores_report.py's table says no negative cause: a comm or idle reading below zero
+"""evidence/many_cores_report.py's table says no negative cause: a comm or idle reading below zero
 (noise against the one-rank baseline) is shown as 0 and said under the table."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "evidence"))
 from many_cores_report import render
 
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "checks"))
 
 import check_benchmarks  # noqa: E402
 import readme_figures as rf  # noqa: E402

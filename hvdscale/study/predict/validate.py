@@ -1,7 +1,7 @@
 """Own-run validation of ``predict --fit``: fit one round's points at n <= ``fit_max`` and
 compare the prediction at every larger n with what that round measured (words/s and the
 decomposition's terms). Used by bench/bench_predict_validate.py (two namespace hosts) and
-bench/many_cores_report.py (a many-core machine's rounds).
+evidence/many_cores_report.py (a many-core machine's rounds).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """How close a single GPU's training step comes to what its GEMMs can do (issue 31), from the
-raw results ``bench/gpu_device.sh`` writes:
+raw results ``evidence/gpu_device.sh`` writes:
 
     python -m hvdscale.study.stepcost.gpu_limit OUT [GEMM]   (OUT/seeds holds the runs; the GEMM
         curves come from OUT/gemm, or from the folder GEMM where OUT has none: the last line
@@ -193,7 +193,7 @@ def main(argv: list[str]) -> int:
     the folder has none of its own)."""
     if len(argv) not in (1, 2) or not all(Path(a).is_dir() for a in argv):
         print("usage: python -m hvdscale.study.stepcost.gpu_limit OUT [GEMM] "
-              "(a bench/gpu_device.sh folder; GEMM: a folder of `hvdscale gemm` records)",
+              "(an evidence/gpu_device.sh folder; GEMM: a folder of `hvdscale gemm` records)",
               file=sys.stderr)
         return 2
     out = Path(argv[0])

@@ -1,4 +1,4 @@
-"""One-command check of the GPU path (``bench/gpu_check.sh``): needs a GPU, the checkout and a
+"""One-command check of the GPU path (``evidence/gpu_check.sh``): needs a GPU, the checkout and a
 Python with torch; Horovod and MPI are optional (without them only np=1 runs, and it says so).
 
 1. ``configs/demo.yaml`` with ``device=cuda`` for ``fused`` and ``loop``, np=1 (and np=2 on
@@ -227,6 +227,7 @@ def sync_check(result: dict[str, Any], device: str, steps: int) -> None:
 
 
 def main() -> int:
+    """Run every part, write the JSON; exit 2 where a part failed or no GPU is visible."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="", help="JSON path (default bench/results/"
                     "gpu_check-<host>.json)")

@@ -3,10 +3,10 @@ recomputed from the raw results in ``bench/results/h100_2026-11-27b/`` (PROVENAN
 ``check_benchmarks.py`` calls each function below with its raw files' contents and looks for
 every returned line in the text.
 
-The CPU figures come from ``bench/evidence_run.sh --part cpu`` (16 cores, a core per rank, GPU
+The CPU figures come from ``evidence/evidence_run.sh --part cpu`` (16 cores, a core per rank, GPU
 hidden, nothing else running): one complete round of the demo sweep but one point, and a second
 round cut after np = 2; the GPU figures from ``--part gpu`` (gpu_check, the seeds' model at three
-precisions). Scaling rows and the fit are computed by ``bench/many_cores_report.py``'s own
+precisions). Scaling rows and the fit are computed by ``evidence/many_cores_report.py``'s own
 functions, the limit table by ``hvdscale.study.stepcost.gpu_limit``.
 """
 

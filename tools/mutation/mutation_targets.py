@@ -1,6 +1,6 @@
 """What the mutation benchmark mutates, and the tests that claim each part (issue 39).
 
-bench/bench_mutation.py runs these targets; a new target is one more entry here.
+tools/mutation/bench_mutation.py runs these targets; a new target is one more entry here.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The scaling sweep past two ranks, for a machine with >= 9 cores and no network (issue 30):
 #
-#   bash bench/many_cores.sh BUNDLE OUT      # BUNDLE: a folder or .tar.gz from launch/bundle.sh
+#   bash evidence/many_cores.sh BUNDLE OUT      # BUNDLE: a folder or .tar.gz from launch/bundle.sh
 #
 # 1. installs the bundle into the machine's Python ($PYTHON, default python3). Where that Python
 #    is itself a venv (a site's torch often lives in one) the bundle goes into it: a venv made
@@ -11,12 +11,12 @@
 # 2. describes the machine (cores, CPU model, memory, GPUs: present, unused) into OUT/machine.json;
 # 3. runs interleaved rounds of `hvdscale sweep` at np = $NPS (default 1,2,4,8) for $STRATEGIES
 #    (default horovod,ps,independent,ddp) in PyTorch on $CONFIGS (default demo,nmt_cpu_seed:
-#    configs/<name>.yaml), each rank's process pinned to a core of its own (bench/pin_rank.sh; one
+#    configs/<name>.yaml), each rank's process pinned to a core of its own (evidence/pin_rank.sh; one
 #    compute thread: threads.intra_op=1), Horovod's background thread on a spare core; the load
 #    is recorded before and after every sweep (OUT/load.log) and in every run record; after the
 #    first round ($OVERHEAD_AFTER names another), bench/bench_overhead.py at np = 2 and the largest np;
 # 4. validates `predict --fit` (fit on n <= 4, predict every larger n) and writes the tables:
-#    OUT/report.md and OUT/validate.json (bench/many_cores_report.py).
+#    OUT/report.md and OUT/validate.json (evidence/many_cores_report.py).
 #
 # Sized from the runs on a 16-core GPU host (2026-11-27b) and the shared launches (issue 53): a
 # sweep starts one launch per rank count and round, $LAUNCH_S each (the ranks' start-up there:
@@ -30,8 +30,8 @@
 # END_AT (epoch seconds) ends the measuring by then whatever the install took (a device call's limit).
 set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUNDLE=${1:?usage: bench/many_cores.sh BUNDLE OUT}
-OUT=${2:?usage: bench/many_cores.sh BUNDLE OUT}
+BUNDLE=${1:?usage: evidence/many_cores.sh BUNDLE OUT}
+OUT=${2:?usage: evidence/many_cores.sh BUNDLE OUT}
 NPS=${NPS:-1,2,4,8}
 ROUNDS=${ROUNDS:-2}
 CONFIGS=${CONFIGS:-demo,nmt_cpu_seed}
@@ -134,7 +134,7 @@ sweep() {  # round name
   case $name in demo) sets=("${DEMO_SETS[@]}") ;; nmt_cpu_seed) sets=("${NMT_SETS[@]}") ;; esac
   local args=(--np "$NPS" --strategies "$STRATEGIES" --out "$out" --no-plot
               --timeout 120 --set threads.intra_op=1 --set threads.inter_op=1
-              --launcher-args "$REPO/bench/pin_rank.sh")
+              --launcher-args "$REPO/evidence/pin_rank.sh")
   for s in "${sets[@]}" "${EXTRA_SETS[@]}"; do args+=(--set "$s"); done
   echo "round $round $name before $(cat /proc/loadavg)" >>"$OUT/load.log"
   timeout "$budget" "$PY" -m hvdscale sweep "$REPO/configs/$name.yaml" "${args[@]}" >"$out.log" 2>&1
@@ -149,7 +149,7 @@ overhead() {  # np
   if (( n > ${#cores[@]} )); then log "overhead np=$n skipped: ${#cores[@]} cores"; return; fi
   if (( budget < 20 )); then log "overhead np=$n skipped: deadline"; failed+=("overhead$n:skipped"); return; fi
   # the sweep's own launch line (hvdscale.study.sweep.launcher), each rank pinned by pin_rank.sh
-  timeout "$budget" "$PY" -m hvdscale.study.sweep.launcher --np "$n" -- "$REPO/bench/pin_rank.sh" \
+  timeout "$budget" "$PY" -m hvdscale.study.sweep.launcher --np "$n" -- "$REPO/evidence/pin_rank.sh" \
     "$PY" "$REPO/bench/bench_overhead.py" --config "$REPO/configs/demo.yaml" \
     --rounds "${OVERHEAD_ROUNDS:-4}" --json "$OUT/overhead_np$n.json" >"$OUT/overhead_np$n.log" 2>&1
   local rc=$?
@@ -167,7 +167,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 done
 
 # --- 4. validation and tables --------------------------------------------------------------------
-if "$PY" "$REPO/bench/many_cores_report.py" "$OUT" --fit-max 4 > "$OUT/report.md" 2>"$OUT/report.err"; then
+if "$PY" "$REPO/evidence/many_cores_report.py" "$OUT" --fit-max 4 > "$OUT/report.md" 2>"$OUT/report.err"; then
   log "report: $OUT/report.md"
 else
   log "report failed: $(tail -1 "$OUT/report.err")"; failed+=(report)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs one rank of an mpirun launch pinned: the rank's process (its one compute thread and the
 # rest) on core PIN_CORES[local rank]; Horovod's background thread, where there are spare cores,
-# on a spare core of its own (HOROVOD_THREAD_AFFINITY). bench/many_cores.sh places it last in
+# on a spare core of its own (HOROVOD_THREAD_AFFINITY). evidence/many_cores.sh places it last in
 # `hvdscale sweep --launcher-args`, so mpirun starts `pin_rank.sh python -m hvdscale run ...`.
 #   PIN_CORES   the usable core ids, comma-separated (many_cores.sh reads them from the machine)
 #   PIN_MAX_NP  the largest rank count of the sweep: cores past it are the spare ones

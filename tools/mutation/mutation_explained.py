@@ -1,5 +1,5 @@
 """The mutation benchmark's survivors that need no new test (issue 39): each one explained, or
-killed by a test written after the run that recorded it (bench/bench_mutation.py reads both)."""
+killed by a test written after the run that recorded it (bench_mutation.py reads both)."""
 
 _PROBE = ("equivalent in effect: a larger probe fails only where under 20 KiB is free, and the "
           "free-space check right after refuses that disk anyway (a record needs 1 MiB)")

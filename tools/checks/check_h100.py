@@ -108,7 +108,7 @@ def h100_strategies(strategies: list[dict], check_log: str) -> list[str]:
 
 
 def h100_cpu_round(demo: list[dict], load_log: str) -> list[str]:
-    """bench/many_cores.sh's round 1 of the demo on 12 cores beside GPU work: words/s per
+    """evidence/many_cores.sh's round 1 of the demo on 12 cores beside GPU work: words/s per
     strategy and n, the speedup at the largest n, and the loads the round recorded."""
     recs = _ok(demo)
     ns = sorted({schema.workers(r) for r in recs})
@@ -127,7 +127,7 @@ def h100_cpu_round(demo: list[dict], load_log: str) -> list[str]:
 
 def h100_fit_validation(demo: list[dict]) -> list[str]:
     """``predict --fit`` on the round's n <= 4 (1, 2, 4: n = 3 not measured) against its n = 6
-    and 8, as ``bench/many_cores_report.py`` computes it."""
+    and 8, as ``evidence/many_cores_report.py`` computes it."""
     from many_cores_report import validation_rows
 
     rows = validation_rows("demo", [_ok(demo)], 4)

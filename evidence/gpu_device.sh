@@ -2,7 +2,7 @@
 # Issue 31's GPU checks in one prepared script, for a machine with one NVIDIA GPU and no network
 # (the lent H100/H200 machine, or a cluster's compute node):
 #
-#   bash bench/gpu_device.sh [--rehearse-cpu] BUNDLE OUT   (STAGES=check,strategies,... for a subset)
+#   bash evidence/gpu_device.sh [--rehearse-cpu] BUNDLE OUT   (STAGES=check,strategies,... for a subset)
 #
 # BUNDLE is the offline bundle built for the target's Python and torch (docs/offline.md, target
 # (b): Open MPI's wheel and a Horovod built with NCCL); it is installed into $PYTHON (default
@@ -10,7 +10,7 @@
 # result, each naming the GPU, driver, CUDA, cuDNN, NCCL and torch versions (machine.json and
 # the records). Stages, in this order (of value, issue 43), each a process of its own under its
 # own time limit, so one that hangs cannot eat the others' time; BUDGET_S bounds them all:
-#   check       bench/gpu_check.py: fused/loop at np=1 on the GPU, np=2 with ddp (gloo) on the
+#   check       evidence/gpu_check.py: fused/loop at np=1 on the GPU, np=2 with ddp (gloo) on the
 #               shared GPU, cuDNN kernels seen for fused only, synchronised timing
 #   seeds       configs/nmt_torch.yaml (seeds 000/001), np=1, IMPLS x PRECISIONS (default
 #               fused,loop,compiled x fp32,tf32,bf16)
@@ -57,7 +57,7 @@ H=("${PY:-python3}" -m hvdscale)
 STEPS=(--set measure.warmup_steps=5 --set measure.steps=20)
 [ "$DEV" = cuda ] || STEPS=(--set measure.warmup_steps=1 --set measure.steps=3)
 st_install() { PYTHON=$PY bash launch/bundle.sh install "$BUNDLE"; }
-st_check() { PYTHON=$PY bash bench/gpu_check.sh ${REHEARSE:+--rehearse-cpu} --out "$OUT/gpu_check.json"; }
+st_check() { PYTHON=$PY bash evidence/gpu_check.sh ${REHEARSE:+--rehearse-cpu} --out "$OUT/gpu_check.json"; }
 st_strategies() {
   # One GPU: every strategy at np=1; at np=2 both ranks share it, where Horovod's NCCL refuses
   # (hvdscale says so and names ddp or ps): np=2 runs the strategies that work there.
@@ -152,7 +152,7 @@ fi
 # --- the command line, the target's Python, the bundle -----------------------------------------
 REHEARSE=${REHEARSE:-}
 if [ "${1:-}" = --rehearse-cpu ]; then export REHEARSE=cpu; shift; fi
-[ $# -eq 2 ] || die "usage: bash bench/gpu_device.sh [--rehearse-cpu] BUNDLE OUT"
+[ $# -eq 2 ] || die "usage: bash evidence/gpu_device.sh [--rehearse-cpu] BUNDLE OUT"
 PY=$(command -v "${PYTHON:-python3}") || die "no '${PYTHON:-python3}' on PATH (set PYTHON)"
 REHEARSE=${REHEARSE:-} "$PY" - <<'PY' || exit 2
 import os, sys

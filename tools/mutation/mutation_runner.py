@@ -10,9 +10,9 @@
    outlives this one kills every process of that session once this one is gone, killed or not:
    mutmut then sees its limit pass and records a timeout, as it means to.
 
-Usage: ``python bench/mutation_runner.py LIMIT_S CMD ...`` (LIMIT_S: this wrapper's own limit,
-past which the tests are killed and count as failed); ``--watch SID`` is the watchdog's own
-entry point.
+Usage: ``python tools/mutation/mutation_runner.py LIMIT_S CMD ...`` (LIMIT_S: this wrapper's
+own limit, past which the tests are killed and count as failed); ``--watch SID`` is the
+watchdog's own entry point.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def run(limit_s: float, cmd: list[str]) -> int:
 def run_status(limit_s: float, cmd: list[str], cwd: Path | None = None,
                env: dict[str, str] | None = None, out: IO[bytes] | None = None) -> int | None:
     """``cmd``'s exit status, run as ``run`` runs it; None when it was still running at
-    ``limit_s`` (a timeout, told apart from a failure: bench/mutation_recheck.py needs both)."""
+    ``limit_s`` (a timeout, told apart from a failure: mutation_recheck.py needs both)."""
     proc = subprocess.Popen(cmd, start_new_session=True, cwd=cwd, env=env, stdout=out,
                             stderr=None if out is None else subprocess.STDOUT)
     read_end, write_end = os.pipe()  # made after the tests start: they never hold it

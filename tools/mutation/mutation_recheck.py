@@ -9,7 +9,7 @@ way: it counts as killed only when this rerun saw its tests fail.
 
 The rerun writes each mutant into a copy of the checkout from the raw file's own record of it
 (its line, and that line before and after), so a result needs no mutmut cache to be checked
-again; bench/mutation_table.py scores what the reruns found.
+again; tools/mutation/mutation_table.py scores what the reruns found.
 """
 
 from __future__ import annotations

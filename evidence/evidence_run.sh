@@ -2,24 +2,24 @@
 # Issue 43's evidence run on a lent GPU machine (16 cores, one GPU, no network), in two device
 # calls, each a single command that stands on its own (its own machine.json, its own results):
 #
-#   bash bench/evidence_run.sh --part cpu BUNDLE OUT/cpu    # call 1: ~9 min, run it with timeout_s 540
-#   bash bench/evidence_run.sh --part gpu BUNDLE OUT/gpu    # call 2: ~4.5 min, timeout_s 300
-#   bash bench/evidence_run.sh --plan                       # the stages and deadlines; exit 1 if
+#   bash evidence/evidence_run.sh --part cpu BUNDLE OUT/cpu    # call 1: ~9 min, run it with timeout_s 540
+#   bash evidence/evidence_run.sh --part gpu BUNDLE OUT/gpu    # call 2: ~4.5 min, timeout_s 300
+#   bash evidence/evidence_run.sh --plan                       # the stages and deadlines; exit 1 if
 #                                                           # they do not fit the device's limits
 # --pack FILE (before --part) keeps FILE a .tar.gz of OUT, rewritten every PACK_EVERY_S (20) and at
 # the end: the device tool returns at most 8 files, 2 folders down, so a call writes OUT under
 # /tmp and packs it into $OUT; a call cut at its limit still returns what the last pack held:
-#   bash bench/evidence_run.sh --pack $OUT/cpu.tar.gz --part cpu BUNDLE /tmp/evidence/cpu
+#   bash evidence/evidence_run.sh --pack $OUT/cpu.tar.gz --part cpu BUNDLE /tmp/evidence/cpu
 # --rehearse-cpu (before --part) runs the same code paths on this CPU with tiny sizes: no figure
 # it writes is a GPU figure (gpu_device.sh labels its results so).
 #
-# cpu: the sweep on the CPU only (CUDA_VISIBLE_DEVICES="", a core per rank: bench/pin_rank.sh),
+# cpu: the sweep on the CPU only (CUDA_VISIBLE_DEVICES="", a core per rank: evidence/pin_rank.sh),
 #      nothing else running: horovod, ps, ddp, independent at np = 1,2,3,4,6,8 on configs/demo.yaml
 #      in up to 3 interleaved rounds, then the harness overhead at np 2 and 8 if time is left,
-#      `predict --fit` on n <= 4 validated at 6 and 8 (bench/many_cores.sh), then Horovod
+#      `predict --fit` on n <= 4 validated at 6 and 8 (evidence/many_cores.sh), then Horovod
 #      against DDP at the largest np paired per round (OUT/paired.json), then, only if time is
 #      left, bench/bench_startup.py at np 1,2,4,8 (issue 40) and `hvdscale fusion` at np 8.
-# gpu: bench/gpu_device.sh in order of value: gpu_check's JSON; the seeds' config fused, loop and
+# gpu: evidence/gpu_device.sh in order of value: gpu_check's JSON; the seeds' config fused, loop and
 #      compiled at fp32, TF32 and bf16; kernels per step (profile) per precision; every strategy at
 #      np 1 and 2 in fp32 and bf16; exactness (ran/skipped per strategy); `hvdscale batch`; the
 #      GEMM curves; the limit table. Stages that do not fit BUDGET_S are skipped and named in
@@ -140,15 +140,15 @@ part_gpu() {  # BUNDLE OUT
   bash "$HERE/gpu_device.sh" ${REHEARSE:+--rehearse-cpu} "$1" "$2"
   rc=$?
   if [ -s "$2/skipped.txt" ]; then
-    echo "STAGES=$(paste -sd, "$2/skipped.txt") BUDGET_S=520 bash bench/evidence_run.sh --part gpu BUNDLE OUT/gpu2" \
+    echo "STAGES=$(paste -sd, "$2/skipped.txt") BUDGET_S=520 bash evidence/evidence_run.sh --part gpu BUNDLE OUT/gpu2" \
       | tee "$2/next.txt"
   fi
   # Last, if time remains: the learning-rate rules at np 4 and 8 (needs bench_lr_rules.py --np).
   left=$(( BUDGET_S - ($(date +%s) - t0) ))
-  if ! "$PY" "$HERE/bench_lr_rules.py" --help 2>/dev/null | grep -q -- "--np"; then
+  if ! "$PY" bench/bench_lr_rules.py --help 2>/dev/null | grep -q -- "--np"; then
     echo "lr_rules left out: bench_lr_rules.py has no --np (it runs np = 2 only)" | tee "$2/lr_rules.skipped"
   elif (( left >= 120 )); then
-    timeout $(( left - 5 )) "$PY" "$HERE/bench_lr_rules.py" --np 4,8 --rounds 1 \
+    timeout $(( left - 5 )) "$PY" bench/bench_lr_rules.py --np 4,8 --rounds 1 \
       ${REHEARSE:+--smoke} --out "$2/lr_rules.json" >"$2/lr_rules.log" 2>&1 || echo "lr_rules: rc=$?"
   else
     echo "lr_rules left out: ${left}s left (needs 120)" | tee "$2/lr_rules.skipped"
@@ -166,8 +166,8 @@ while [ $# -gt 0 ]; do
     *) break ;;
   esac
 done
-[ "$PART" = cpu ] || [ "$PART" = gpu ] || die "usage: bash bench/evidence_run.sh [--rehearse-cpu] --part cpu|gpu BUNDLE OUT (or --plan)"
-[ $# -eq 2 ] || die "usage: bash bench/evidence_run.sh [--rehearse-cpu] --part $PART BUNDLE OUT"
+[ "$PART" = cpu ] || [ "$PART" = gpu ] || die "usage: bash evidence/evidence_run.sh [--rehearse-cpu] --part cpu|gpu BUNDLE OUT (or --plan)"
+[ $# -eq 2 ] || die "usage: bash evidence/evidence_run.sh [--rehearse-cpu] --part $PART BUNDLE OUT"
 [ -e "$1" ] || die "no bundle at $1 (build one: launch/bundle.sh, docs/offline.md)"
 mkdir -p "$2" || die "cannot create $2"
 PY=$(command -v "${PYTHON:-python3}") || die "no '${PYTHON:-python3}' on PATH (set PYTHON)"

@@ -1,6 +1,6 @@
-"""Tables and the ``predict --fit`` validation of a bench/many_cores.sh output folder.
+"""Tables and the ``predict --fit`` validation of an evidence/many_cores.sh output folder.
 
-    python bench/many_cores_report.py OUT [--fit-max 4] > OUT/report.md
+    python evidence/many_cores_report.py OUT [--fit-max 4] > OUT/report.md
 
 OUT holds ``round<k>/<config>/`` sweep folders. Per config, strategy and n: words/s (median
 over rounds, min-max), speedup and efficiency against the same strategy's n = 1, and the
@@ -139,6 +139,7 @@ def render(name: str, scaling: list[dict], valid: list[dict]) -> str:
 
 
 def main() -> int:
+    """Print the report of an output folder and write its validate.json."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
     ap.add_argument("--fit-max", type=int, default=4)

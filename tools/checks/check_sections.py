@@ -1,60 +1,25 @@
-"""Fail when a figure in BENCHMARKS.md no longer matches its raw result in bench/results/.
-
-Two kinds of check:
-
-1. Generated blocks. Text between ``<!-- generated: python bench/<script>.py --render
-   bench/results/<raw>.json -->`` and ``<!-- end generated -->`` must equal, line for line,
-   what that command prints now (it renders from the raw file alone).
-2. Headline figures written by hand. Each check below recomputes figures of one section from
-   its raw file and formats them as the text prints them (same rounding), and the formatted
-   string must appear in BENCHMARKS.md: a changed figure, or a raw file that no longer gives
-   it, fails. A figure in a table is checked as its whole row, label first (and a table with
-   one column per run is checked by one check reading every run), so figures swapped between
-   rows or columns fail too. Load maxima and the quiet label are recomputed from the loads the
-   raw file recorded against the project's threshold (``emit.quiet_label``, ``QUIET_LOAD``),
-   never read from its stored summary or a threshold it stores; where a raw file holds every
-   launch, medians and ratios are recomputed from the launches (issue 3's strategies table).
-
-    python bench/check_benchmarks.py                    # CI: tests/run.sh phase "benchmarks"
-    python bench/check_benchmarks.py --md /tmp/B.md     # another copy of the text
-
-Exit 0 when everything matches; 1 with one line per mismatch otherwise.
+"""BENCHMARKS.md's hand-written sections measured on the development machine (issues 3 to 41),
+recomputed from their raw results in ``bench/results/``: ``check_benchmarks.py`` calls each
+function of ``SECTION_CHECKS`` with its raw files' contents and looks for every returned line in
+the text. Loads and the quiet label are recomputed from the loads a raw file recorded
+(``emit.quiet_label``), never read from its stored summary.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
-import shlex
 import statistics
-import subprocess
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT / "bench") not in sys.path:  # emit, also when this file is loaded by path (tests)
-    sys.path.insert(0, str(ROOT / "bench"))
-from check_evidence import EVIDENCE_CHECKS  # noqa: E402  (issue 43's evidence run)
-from check_h100 import H100_CHECKS  # noqa: E402  (issue 38's H100 section)
-from check_provenance import check_provenance  # noqa: E402  (issue 50: MPI, load, GPU)
-from check_verdicts import check_readme, check_verdicts  # noqa: E402  (issue 50)
-from emit import quiet_label  # noqa: E402
-
-from hvdscale.records.store import RESULTS_FILE, load_records  # noqa: E402
-from hvdscale.study.sweep.overhead import unaccounted  # noqa: E402
-
-GENERATED = re.compile(r"<!-- generated: (.+?) -->\n(.*?)<!-- end generated -->", re.S)
-RENDER_CMD = re.compile(r"python bench/[\w]+\.py --render bench/results/[\w.-]+\.json")
-
-
-def _ms(s: float, spec: str = ".2f") -> str:
-    return format(1e3 * s, spec)
+from emit import quiet_label  # bench/ is on sys.path (check_benchmarks puts it there)
 
 
 class FigureError(Exception):
     """A check found nothing to compare (its raw file does not hold what it reads)."""
+
+
+def _ms(s: float, spec: str = ".2f") -> str:
+    return format(1e3 * s, spec)
 
 
 ISSUE3_RUNS = ("overhead_issue24.json", "overhead_issue24_run2.json",
@@ -72,6 +37,7 @@ def issue3_overhead_row(name: str, d: dict) -> str:
 
 
 def issue3_overhead(*runs: dict) -> list[str]:
+    """Issue 3's harness-overhead table, a row per run."""
     return [issue3_overhead_row(n, d) for n, d in zip(ISSUE3_RUNS, runs, strict=True)]
 
 
@@ -109,6 +75,7 @@ def _load_phrase(d: dict) -> str:
 
 
 def issue4_ps(d: dict) -> list[str]:
+    """Issue 4's parameter-server rows and Horovod's allreduce time at that np."""
     np_ = "2" if d["ranks"] == 2 else f"{d['ranks']}*"
     out = [f"{_ms(d['horovod_allreduce_median_s'], '.1f')} ms at np={np_}"]
     for p in d["ps"]:
@@ -120,6 +87,7 @@ def issue4_ps(d: dict) -> list[str]:
 
 
 def issue6_soak(d: dict) -> list[str]:
+    """Issue 6's soak: memory per rank, the step-time deciles and words/s."""
     out = [f"| {m['rank']} | {m['rss_first_mb']:.1f} | {m['rss_last_mb']:.1f} | "
            f"{m['peak_rss_mb']:.1f} |" for m in d["memory"]]
     deciles = ", ".join(f"{x:.1f}" for x in d["step_time_decile_medians_ms"])
@@ -128,6 +96,7 @@ def issue6_soak(d: dict) -> list[str]:
 
 
 def issue10_frameworks(d: dict) -> list[str]:
+    """Issue 10's frameworks table: fused vs loop, horovod vs independent, embeddings."""
     w = d["median_words_per_s"]
     out = [f"| {fw}, np={n} | {w[f'{fw} fused np={n}']:.0f} | {w[f'{fw} loop np={n}']:.0f} | "
            f"{w[f'{fw} loop np={n}'] / w[f'{fw} fused np={n}']:.2f} |"
@@ -143,6 +112,7 @@ def issue10_frameworks(d: dict) -> list[str]:
 
 
 def overhead_tf(d: dict) -> list[str]:
+    """Issue 10's TF harness-overhead rows."""
     m = d["median_step_s"]
     return [f"| minimal DistributedGradientTape loop | {_ms(m['minimal'], '.1f')} |",
             f"| hvdscale TF `horovod` | {_ms(m['hvdscale'], '.1f')} |",
@@ -151,6 +121,7 @@ def overhead_tf(d: dict) -> list[str]:
 
 
 def issue16_work_split(d: dict) -> list[str]:
+    """Issue 16's idle implied by the work split, per bucketing mode."""
     rows = {"per_rank": "bucketed, per_rank", "aligned": "bucketed, aligned"}
     out = [f"| {name} | {d[f'fused: {k}']['steps']} | {d[f'fused: {k}']['idle_pct']:.1f} % | "
            f"{d[f'loop: {k}']['idle_pct']:.1f} % |" for name, k in rows.items()]
@@ -162,6 +133,7 @@ def issue16_work_split(d: dict) -> list[str]:
 
 
 def issue16_timed(d: dict) -> list[str]:
+    """Issue 16's timed straggler rows at np=2."""
     s = d["straggler"]
     out = []
     for rnn in ("fused", "loop"):
@@ -200,6 +172,7 @@ def issue17_overhead(*runs: dict) -> list[str]:
 
 
 def issue14_seed(d: dict) -> list[str]:
+    """Issue 14's predicted efficiencies of the seed NMT at 8, 64 and 512 ranks."""
     names = {"ring-overlap": "ring allreduce, overlapped", "ring": "ring allreduce, no overlap",
              "ps-dedicated": "PS, 1 dedicated server", "ps-sharded": "PS, colocated sharded"}
     out = []
@@ -224,6 +197,7 @@ def issue12_demo_goal(d: dict) -> list[str]:
 
 
 def issue12_commheavy(d: dict) -> list[str]:
+    """Issue 12's comm-heavy fusion rows against independent and Horovod's defaults."""
     rows = {r["label"]: r["words_per_s"] for r in d["table"]}
     ind, dfl = rows["independent"], rows["128MB/1ms/hooks"]
     labels = {"default/5ms/after-backward": "after-backward, 5 ms (highest words/s)",
@@ -265,6 +239,7 @@ def issue20_revisions(*runs: dict) -> list[str]:
 
 
 def issue20_overhead(*runs: dict) -> list[str]:
+    """Issue 20's overhead rows, a row per raw file."""
     out = []
     for (fw, raw), d in zip(ISSUE20_OVERHEAD, runs, strict=True):
         m = d["median_step_s"]
@@ -283,7 +258,15 @@ def issue41_compile(d: dict) -> list[str]:
             f"{took[0]:.1f}-{took[-1]:.1f} s)"]
 
 
-CHECKS: list[tuple[str, tuple[str, ...], Callable[..., list[str]]]] = [
+def issue21_backtest(d: dict) -> list[str]:
+    """Issue 21's back-test table and summary: ``hvdscale backtest``'s own summary, recomputed
+    from the JSON its ``--out`` wrote (the raw file), every line as the text shows it."""
+    from hvdscale.study.predict.backtest import render_summary
+
+    return [line for line in render_summary(d).splitlines() if line]
+
+
+SECTION_CHECKS: list[tuple[str, tuple[str, ...], Callable[..., list[str]]]] = [
     ("issue 3 harness overhead", ISSUE3_RUNS, issue3_overhead),
     ("issue 3 scaling", ("strategies_np2.json",), issue3_strategies),
     ("issue 4 parameter server np=2", ("ps_comm_np2.json",), issue4_ps),
@@ -302,97 +285,7 @@ CHECKS: list[tuple[str, tuple[str, ...], Callable[..., list[str]]]] = [
     ("issue 20 overhead", tuple(r for _, r in ISSUE20_OVERHEAD), issue20_overhead),
     ("issue 41 demo compile", ("precision_demo.json",), issue41_compile),
     ("issue 41 seed compile", ("precision_seed.json",), issue41_compile),
+    ("issue 21 back-test", ("backtest.json",), issue21_backtest),
 ]
-CHECKS += H100_CHECKS  # issue 38: the first GPU machine's figures (bench/check_h100.py)
-CHECKS += EVIDENCE_CHECKS  # issue 43: the evidence run's first loan (bench/check_evidence.py)
 """(section, raw files in the results directory, the figures they give as the text prints
 them: the check is called with each raw file's contents, in this order)."""
-
-
-def _raw(path: Path) -> str | dict | list:
-    """A raw file's contents: text (.md, .log), a list of records (.jsonl), else JSON. A
-    sweep's records its sweep never accounted for (finished after a deadline cut it: not in its
-    sweep_timing.jsonl) are left out, as ``hvdscale report`` leaves them out (issue 50)."""
-    text = path.read_text()
-    if path.suffix in (".md", ".log", ".txt"):
-        return text
-    if path.suffix == ".jsonl":
-        if path.name == RESULTS_FILE:
-            return [rec for _, rec in unaccounted(load_records(path))[0]]
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    return json.loads(text)
-
-
-def check_figures(text: str, results: Path) -> tuple[int, list[str]]:
-    """(figures checked, mismatches) of the hand-written headline figures."""
-    n, bad = 0, []
-    for section, raws, expect in CHECKS:
-        missing = [str(results / r) for r in raws if not (results / r).is_file()]
-        if missing:
-            bad.append(f"{section}: raw file {', '.join(missing)} is missing")
-            continue
-        data = [_raw(results / r) for r in raws]
-        try:
-            figures = expect(*data)
-        except (FigureError, KeyError) as e:
-            bad.append(f"{section}: nothing to check in bench/results/{', '.join(raws)}: "
-                       f"{e.__class__.__name__} {e}")
-            continue
-        for figure in figures:
-            n += 1
-            if figure not in text:
-                bad.append(f"{section}: BENCHMARKS.md does not show {figure!r} "
-                           f"(recomputed from bench/results/{', '.join(raws)})")
-    return n, bad
-
-
-def check_generated(text: str) -> tuple[int, list[str]]:
-    """(blocks checked, mismatches): each generated block against its command's output now."""
-    n, bad = 0, []
-    for cmd, body in GENERATED.findall(text):
-        n += 1
-        if not RENDER_CMD.fullmatch(cmd.strip()):
-            bad.append(f"generated block: {cmd!r} is not 'python bench/<script>.py --render "
-                       f"bench/results/<raw>.json'")
-            continue
-        argv = [sys.executable, *shlex.split(cmd)[1:]]
-        r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
-        if r.returncode != 0:
-            bad.append(f"generated block: {cmd} failed: {r.stderr.strip()[-300:]}")
-            continue
-        want = [x.rstrip() for x in r.stdout.strip("\n").splitlines()]
-        got = [x.rstrip() for x in body.strip("\n").splitlines()]
-        if want != got:
-            diff = next((i for i, (a, b) in enumerate(zip(want, got, strict=False)) if a != b),
-                        min(len(want), len(got)))
-            bad.append(f"generated block: {cmd}: line {diff + 1} differs from the render "
-                       f"(text {got[diff] if diff < len(got) else '<end>'!r}, render "
-                       f"{want[diff] if diff < len(want) else '<end>'!r})")
-    return n, bad
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Check BENCHMARKS.md against bench/results/; print what differs; 0 when all match."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--md", default=str(ROOT / "bench" / "BENCHMARKS.md"))
-    ap.add_argument("--results", default=str(ROOT / "bench" / "results"))
-    ap.add_argument("--readme", default=str(ROOT / "README.md"))
-    args = ap.parse_args(argv)
-    text, readme, results = Path(args.md).read_text(), Path(args.readme).read_text(), \
-        Path(args.results)
-    n_gen, bad_gen = check_generated(text)
-    # Issue 50: README's figures, every verdict's rounds, start-up and device provenance.
-    parts = [check_figures(text, results), check_readme(readme, lambda r: _raw(results / r)),
-             check_verdicts(text, "BENCHMARKS.md"), check_provenance([text, readme], results)]
-    n_fig, bad_fig = sum(n for n, _ in parts), [b for _, bad in parts for b in bad]
-    for line in bad_fig + bad_gen:
-        print(f"MISMATCH {line}")
-    n_raw = sum(len(raws) for _, raws, _ in CHECKS)
-    print(f"{n_fig} figures from {n_raw} raw results and {n_gen} generated blocks "
-          f"checked: {len(bad_fig) + len(bad_gen)} mismatches")
-    return 1 if bad_fig or bad_gen else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-

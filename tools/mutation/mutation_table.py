@@ -1,5 +1,5 @@
 """The mutation benchmark's score and table (issue 39), computed from a raw result alone
-(bench/results/mutation.json; bench/bench_mutation.py writes it and ``--render`` prints this)."""
+(bench/results/mutation.json; bench_mutation.py writes it and ``--render`` prints this)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def restamp(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _rerun(s: dict[str, Any]) -> str | None:
-    """What the survivor's one rerun at 4x found (bench/mutation_recheck.py), if it ran."""
+    """What the survivor's one rerun at 4x found (tools/mutation/mutation_recheck.py), if it ran."""
     return (s.get("recheck") or {}).get("outcome")
 
 
@@ -71,11 +71,11 @@ def meets_goal(mod: dict[str, Any]) -> bool:
 def render(raw: dict[str, Any], planned: list[str]) -> str:
     """The per-module table and the survivors, from the raw result alone (``planned``: every
     target's name, for those not run yet)."""
-    out = [f"{raw['tool']}; each module against the tests named in bench/mutation_targets.py; "
-           "raw kill rate = killed in mutmut's run / mutants tested (no timeout, no rerun, no "
-           "explanation counted); score = (killed + killed on rerun + timeouts confirmed at 4x "
-           "on a quiet machine) / (mutants - explained); goal 90%, 100% where marked *, with "
-           "at most one mutant in ten explained.", "",
+    out = [f"{raw['tool']}; each module against the tests named in "
+           "tools/mutation/mutation_targets.py; raw kill rate = killed in mutmut's run / mutants "
+           "tested (no timeout, no rerun, no explanation counted); score = (killed + killed on "
+           "rerun + timeouts confirmed at 4x on a quiet machine) / (mutants - explained); goal "
+           "90%, 100% where marked *, with at most one mutant in ten explained.", "",
            "| module | mutants | killed | survived | timed out | killed on rerun "
            "| timeouts confirmed | explained | raw kill rate | score | goal met | seconds "
            "| load 1-min before/after |",

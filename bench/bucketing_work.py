@@ -1,0 +1,75 @@
+"""The work of length bucketing's batches, for bench_bucketing.py: per real token in a run's
+record (padding, the recurrence's slots, the model's multiply-adds), and the straggler cost the
+data alone implies, with every rank's batches of the epoch rebuilt in this process (no run, no
+timing, no machine noise).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from hvdscale.records import schema
+from hvdscale.study.stepcost.step_flops import FWD_BWD, lstm_flops_per_token
+
+
+def pad_ratio(rec: dict) -> float:
+    """Token slots per real token of a run's measured window (the loop's work ratio)."""
+    w = schema.padding_window(rec)
+    return w["slots"] / w["words"]
+
+
+def rnn_ratio(rec: dict) -> float:
+    """Slots the recurrence ran per real token (loop: every padded slot; fused: live ones)."""
+    w = schema.padding_window(rec)
+    return w["rnn_work_slots"] / w["words"]
+
+
+def model_work_ratio(rec: dict) -> float:
+    """Multiply-adds per real token relative to an unpadded batch: the recurrence on the slots
+    it runs, the output projection on every padded slot (the embedding is a lookup)."""
+    rnn, proj = work_per_slot(schema.model_config(rec))
+    w = schema.padding_window(rec)
+    return (rnn * w["rnn_work_slots"] + proj * w["slots"]) / ((rnn + proj) * w["words"])
+
+
+def work_per_slot(model: dict) -> tuple[int, int]:
+    """(recurrence, output projection) training flops per token slot of the LM, as
+    hvdscale.study.stepcost.step_flops counts them (the LM projects onto ``src_vocab``)."""
+    h = model["hidden_size"]
+    rnn = lstm_flops_per_token(model["embed_dim"], h, model["encoder_layers"])
+    return rnn, FWD_BWD * 2 * h * model["src_vocab"]
+
+
+def work_imbalance(sets: list[str], np_: int) -> dict:
+    """The straggler cost the data alone implies, free of machine noise: every rank's batches
+    of the measured epoch rebuilt in this process (as the ranks build them), each step's work
+    per rank in multiply-adds (loop: every padded slot through every layer; fused: the
+    recurrence on live slots only), and the share of rank time a rank would wait if time were
+    proportional to work: 1 - sum over steps of the mean rank's work / sum of the most."""
+    from hvdscale.config import load_config
+    from hvdscale.core.batching import build_schedule, local_summary, make_plan
+    from hvdscale.corpora.corpus import load_corpus
+
+    cfg = load_config(Path("configs/demo.yaml"), sets)
+    rnn, proj = work_per_slot({"hidden_size": cfg.model.hidden_size,
+                               "embed_dim": cfg.model.embed_dim,
+                               "src_vocab": cfg.model.src_vocab,
+                               "encoder_layers": cfg.model.encoder_layers})
+    mode = cfg.data.bucketing.mode if cfg.data.bucketing.enabled else "per_rank"
+    plans = [make_plan(load_corpus(cfg.data, "lm", cfg.model.src_vocab, 0, w, np_), cfg.data,
+                       "lm", w, np_) for w in range(np_)]
+    measure = load_config(None, ["measure.epochs=1", "measure.warmup_steps=0"]).measure
+    gathered = [local_summary(measure, p, mode) for p in plans]
+    streams = [list(build_schedule(measure, p, gathered, mode)[1]) for p in plans]
+
+    def work(b) -> float:
+        if b is None:
+            return 0.0
+        live = b.words if cfg.model.rnn_impl == "fused" else b.padded_tokens
+        return rnn * live + proj * b.padded_tokens
+
+    w = np.array([[work(b) for b in st] for st in streams])
+    return {"steps": int(w.shape[1]), "idle_pct": 100 * float(1 - w.mean(0).sum() / w.max(0).sum()),
+            "steps_without_batch": [sum(b is None for b in st) for st in streams]}
