@@ -56,7 +56,7 @@ def handle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from hvdscale.records.store import append_record, check_writable
-    from hvdscale.study.stepcost import gemm
+    from hvdscale.study.stepcost import gemm, gemm_report
 
     frameworks = gemm.parse_frameworks(args.framework)
     hidden = gemm.parse_sizes(args.hidden or gemm.DEFAULT_HIDDEN, "--hidden")
@@ -70,9 +70,9 @@ def handle(args: argparse.Namespace) -> int:
                          peak_size=args.peak_size, clock=args.clock, device=args.device,
                          precisions=tuple(gemm.parse_precisions(args.precision)))
     rec = gemm.run_gemm(frameworks, spec, say=say)
-    md = gemm.markdown(rec)
+    md = gemm_report.markdown(rec)
     if not args.no_plot:
-        rec["plots"] = [str(p) for p in gemm.plot(rec, Path(out))]
+        rec["plots"] = [str(p) for p in gemm_report.plot(rec, Path(out))]
         md += "\nPlots: " + ", ".join(rec["plots"]) + "\n"
     append_record(out, rec)
     (Path(out) / "gemm.md").write_text(md)

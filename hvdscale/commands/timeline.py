@@ -20,7 +20,8 @@ def handle(args: argparse.Namespace) -> int:
     """Print the summary as JSON."""
     import json
 
-    from hvdscale.records.timeline import read_autotune_log, summarize_timeline
+    from hvdscale.records.autotune_log import read_autotune_log
+    from hvdscale.records.timeline import summarize_timeline
 
     res = read_autotune_log(args.file) if args.autotune else summarize_timeline(args.file)
     print(json.dumps(res, indent=1))

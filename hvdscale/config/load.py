@@ -36,28 +36,41 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             raise ConfigError(f"{key} must be one of {names} (got {value!r})")
         return value
     if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        last: ConfigError | None = None
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _coerce(value, arg, key)
-            except ConfigError as e:
-                last = e
-        raise last or ConfigError(f"{key} has a bad value (got {value!r})")
+        return _coerce_union(value, typing.get_args(tp), key)
     if origin is tuple:
-        if not isinstance(value, list | tuple):
-            raise ConfigError(f"{key} must be a list (got {value!r})")
-        args = typing.get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_coerce(v, args[0], f"{key}[{i}]") for i, v in enumerate(value))
-        if len(value) != len(args):
-            raise ConfigError(f"{key} must have {len(args)} entries (got {value!r})")
-        pairs = enumerate(zip(value, args, strict=True))
-        return tuple(_coerce(v, a, f"{key}[{i}]") for i, (v, a) in pairs)
+        return _coerce_tuple(value, typing.get_args(tp), key)
+    return _coerce_scalar(value, tp, key)
+
+
+def _coerce_union(value: Any, args: tuple[Any, ...], key: str) -> Any:
+    """``value`` as the first member of the union that takes it (None where optional)."""
+    if value is None and type(None) in args:
+        return None
+    last: ConfigError | None = None
+    for arg in args:
+        if arg is type(None):
+            continue
+        try:
+            return _coerce(value, arg, key)
+        except ConfigError as e:
+            last = e
+    raise last or ConfigError(f"{key} has a bad value (got {value!r})")
+
+
+def _coerce_tuple(value: Any, args: tuple[Any, ...], key: str) -> tuple[Any, ...]:
+    """A list as a tuple: of any length (``tuple[X, ...]``) or of exactly ``args``' types."""
+    if not isinstance(value, list | tuple):
+        raise ConfigError(f"{key} must be a list (got {value!r})")
+    if len(args) == 2 and args[1] is Ellipsis:
+        return tuple(_coerce(v, args[0], f"{key}[{i}]") for i, v in enumerate(value))
+    if len(value) != len(args):
+        raise ConfigError(f"{key} must have {len(args)} entries (got {value!r})")
+    pairs = enumerate(zip(value, args, strict=True))
+    return tuple(_coerce(v, a, f"{key}[{i}]") for i, (v, a) in pairs)
+
+
+def _coerce_scalar(value: Any, tp: Any, key: str) -> Any:
+    """A bool, int, float (an int is taken, as a float) or str; a bool is never a number."""
     if tp is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{key} must be true or false (got {value!r})")

@@ -286,7 +286,7 @@ def _trace_info(cfg: HorovodConfig, timeline: TimelineCapture) -> dict[str, Any]
         out["timeline"] = {"file": cfg.timeline, "steps": cfg.timeline_steps,
                            "summary": timeline.summary}
     if cfg.autotune and cfg.autotune_log:
-        from hvdscale.records.timeline import read_autotune_log
+        from hvdscale.records.autotune_log import read_autotune_log
 
         out["autotune"] = {"log": cfg.autotune_log, **read_autotune_log(cfg.autotune_log)}
     return out

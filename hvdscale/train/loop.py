@@ -81,10 +81,7 @@ def train_loop(parts: LoopParts, schedule: Schedule, batches: Iterator[Batch | N
     phase("training steps")
     for step in range(-schedule.warmup_steps, schedule.steps):
         if step == 0:
-            adapter.synchronize()  # warm-up work still queued on a GPU stays out of the window
-            world.barrier()
-            meter.open_window()
-            on_open()  # the tracker's clock starts with the window
+            _open_window(parts, meter, on_open)
         batch = next(batches)
         last_loss, computed = _step(parts, watchdog, meter, step, batch)
         recent.append(batch)
@@ -95,25 +92,52 @@ def train_loop(parts: LoopParts, schedule: Schedule, batches: Iterator[Batch | N
             rss_first = current_rss_mb()
         if on_step is not None:
             on_step(step)
-        if stop_after is not None:  # warm-up too: its updates count toward a quality target
-            paused = time.perf_counter()
-            stop = stop_after(step, batch)
-            meter.window_start += time.perf_counter() - paused  # evaluation is not training
-            if stop:
-                break
-    adapter.synchronize()
-    phase("barrier: end of the timed window", waiting=True)
-    world.barrier()
-    meter.close_window()
+        # Warm-up too: its updates count toward a quality target.
+        if stop_after is not None and _stop_here(stop_after, meter, step, batch):
+            break
+    _close_window(parts, meter)
     fingerprint = adapter.fingerprint() if strategy.computes else None
     last_tokens = batch.loss_tokens if batch is not None else 0
-    for step in range(schedule.steps, schedule.steps + traced):
-        _step(parts, watchdog, meter, step, recent[(step - schedule.steps) % len(recent)])
-        watchdog.end_step()
-    strategy.before_step(schedule.steps + traced)
+    _traced_steps(parts, watchdog, meter, schedule.steps, traced, recent)
     parts.progress.phase("gather")
     watchdog.stop()
     return LoopResult(meter, rss_first, fingerprint, last_loss, last_tokens, compiled)
+
+
+def _open_window(parts: LoopParts, meter: StepMeter, on_open: Callable[[], None]) -> None:
+    """Open the measured window once the warm-up's device work is done and every rank met."""
+    parts.adapter.synchronize()  # warm-up work still queued on a GPU stays out of the window
+    parts.world.barrier()
+    meter.open_window()
+    on_open()  # the tracker's clock starts with the window
+
+
+def _stop_here(stop_after: Callable[[int, Batch | None], bool], meter: StepMeter, step: int,
+               batch: Batch | None) -> bool:
+    """Whether ``stop_after`` ends the measured steps after ``step``; the time it takes is
+    taken out of the window."""
+    paused = time.perf_counter()
+    stop = stop_after(step, batch)
+    meter.window_start += time.perf_counter() - paused  # evaluation is not training
+    return stop
+
+
+def _close_window(parts: LoopParts, meter: StepMeter) -> None:
+    """Close the measured window once this rank's device work is done and every rank met."""
+    parts.adapter.synchronize()
+    phase("barrier: end of the timed window", waiting=True)
+    parts.world.barrier()
+    meter.close_window()
+
+
+def _traced_steps(parts: LoopParts, watchdog: StepWatchdog, meter: StepMeter, first: int,
+                  traced: int, recent: collections.deque) -> None:
+    """The ``traced`` steps after the window (numbered from ``first``), on its last batches
+    again, then the strategy told the step after them."""
+    for step in range(first, first + traced):
+        _step(parts, watchdog, meter, step, recent[(step - first) % len(recent)])
+        watchdog.end_step()
+    parts.strategy.before_step(first + traced)
 
 
 def _precompile(parts: LoopParts,

@@ -24,7 +24,7 @@ from hvdscale.core.meter import StepMeter
 events = []
 orig_sync = TorchAdapter.synchronize
 def sync(self):
-    if sys._getframe(1).f_code.co_name in ("train_loop", "_step"):
+    if sys._getframe(1).f_code.co_name in ("_open_window", "_step", "_close_window"):
         events.append("sync")
     return orig_sync(self)
 TorchAdapter.synchronize = sync

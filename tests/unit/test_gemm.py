@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from hvdscale.errors import HvdscaleError
-from hvdscale.study.stepcost import gemm, gemm_findings
+from hvdscale.study.stepcost import gemm, gemm_findings, gemm_report
 
 
 def _effective(lay: gemm.Layout) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -141,7 +141,7 @@ def test_bf16_rows_are_timed_and_labelled(monkeypatch: pytest.MonkeyPatch) -> No
     rec = gemm.run_gemm(["torch"], spec)
     assert [(r["framework"], r["precision"], r["device"]) for r in rec["frameworks"]] == [
         ("torch", "fp32", "cpu"), ("torch", "bf16", "cpu")]
-    assert "torch bf16, hidden 8" in gemm.markdown(rec)
+    assert "torch bf16, hidden 8" in gemm_report.markdown(rec)
     assert gemm.resolve_clock("auto", 1, "cuda") == "wall"
     with pytest.raises(HvdscaleError, match="cannot time GPU work"):
         gemm.resolve_clock("cpu", 1, "cuda")

@@ -87,7 +87,7 @@ def _torch_run(cfg: OptimConfig, rates: list[float] | None = None) -> np.ndarray
     before each step (the reference)."""
     import torch
 
-    from hvdscale.frameworks.torch.adapter import make_optimizer
+    from hvdscale.frameworks.torch.optimizer import make_optimizer
     p = torch.nn.Parameter(torch.from_numpy(_init().copy()))
     opt = make_optimizer([p], _plain(cfg) if rates else cfg)
     for i, g in enumerate(_grads()):
@@ -114,7 +114,7 @@ def _numpy_run(cfg: OptimConfig, rates: list[float] | None = None) -> np.ndarray
 def _tf_run(cfg: OptimConfig, rates: list[float] | None = None) -> np.ndarray:
     """The warm optimizer inside ONE traced function (a rate baked in as a constant would
     show); the reference runs eagerly, its rate set by hand before each update."""
-    from hvdscale.frameworks.tf.adapter import TFOptimizer
+    from hvdscale.frameworks.tf.optimizer import TFOptimizer
     from hvdscale.frameworks.tf.quiet import tf
     v = tf.Variable(_init())
     g = tf.Variable(tf.zeros([N]))
@@ -169,7 +169,7 @@ def test_no_warmup_is_the_plain_optimizer(path: str) -> None:
 def test_torch_plain_class_without_warmup() -> None:
     import torch
 
-    from hvdscale.frameworks.torch.adapter import make_optimizer
+    from hvdscale.frameworks.torch.optimizer import make_optimizer
     p = torch.nn.Parameter(torch.zeros(3))
     assert type(make_optimizer([p], OptimConfig(warmup_steps=4))) is torch.optim.SGD
     assert isinstance(make_optimizer([p], _warm("sgd")), torch.optim.SGD)

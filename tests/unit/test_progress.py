@@ -25,13 +25,10 @@ from hvdscale.core.progress import (
     Progress,
     ProgressReport,
     ProgressSettings,
-    Snapshot,
-    format_duration,
-    format_status,
     is_terminal,
     start_progress,
-    time_left,
 )
+from hvdscale.core.progress_status import Snapshot, format_duration, format_status, time_left
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hvdscale.records.timeline import TimelineError, read_autotune_log, summarize_timeline
+from hvdscale.records.autotune_log import read_autotune_log
+from hvdscale.records.timeline import TimelineError, summarize_timeline
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TIMELINE = DATA / "timeline_hooks_0.28.1.json"  # demo.yaml, hooks, 128 MiB, 3 steps

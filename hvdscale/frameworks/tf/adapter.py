@@ -10,8 +10,8 @@ forward, backward, the gradients' reduction and the update are one ``tf.function
 module), traced once for every batch shape (the input signature leaves batch and time dimensions
 open). The protocol's separate calls (``zero_grad``, ``forward_backward``, ``step``: the
 parameter server's path) are graph calls of their own, with the gradients kept in variables
-between them. The optimizer is written here with PyTorch's update rules (``shard_optim`` has the
-same rules in numpy), so both frameworks and every strategy train the same function.
+between them. The optimizer (``TFOptimizer``, this package's ``optimizer`` module) has PyTorch's
+update rules, so both frameworks and every strategy train the same function.
 
 Horovod's TensorFlow integration (``HorovodTF`` in this package's ``horovod`` module) also uses
 ``variables``, ``optimizer_variables``, ``set_reduction`` and ``reduced_step``, documented below.
@@ -27,11 +27,11 @@ import numpy as np
 
 from hvdscale.config import ModelConfig, OptimConfig
 from hvdscale.core.device import CPU, Placement
-from hvdscale.core.lr_warmup import warmup_of, warmup_rates
 from hvdscale.corpora.corpus import Batch
 from hvdscale.frameworks.embeddings import EmbeddingRows
 from hvdscale.frameworks.shard_optim import NumpyShardOptimizer
 from hvdscale.frameworks.tf.build import build, param_names, probe, shapes
+from hvdscale.frameworks.tf.optimizer import TFOptimizer
 from hvdscale.frameworks.tf.quiet import tf
 from hvdscale.frameworks.tf.step import (
     LOCAL,
@@ -47,101 +47,6 @@ from hvdscale.strategies.base import Scale
 from hvdscale.strategies.sparse_rows import EmbeddingTable
 
 FRAMEWORK = "tf"
-
-
-def gpu_count() -> int:
-    """GPUs TensorFlow sees (0 with tensorflow-cpu); does not start the runtime."""
-    return len(tf.config.list_physical_devices("GPU"))
-
-
-def use_device(placement: Placement) -> None:
-    """Show TensorFlow only this rank's GPU (or none on CPU), before its runtime starts.
-
-    Memory grows on demand, so ranks sharing one GPU each get room."""
-    gpus = tf.config.list_physical_devices("GPU")
-    if placement.kind == "cuda":
-        gpu = gpus[placement.index]
-        tf.config.set_visible_devices([gpu], "GPU")
-        tf.config.experimental.set_memory_growth(gpu, True)
-    elif gpus:
-        tf.config.set_visible_devices([], "GPU")
-
-
-def set_tf32(mode: str) -> None:
-    """TF32 on GPUs: ``on``, ``off``, or ``default`` (TensorFlow's own: on)."""
-    if mode != "default":
-        tf.config.experimental.enable_tensor_float_32_execution(mode == "on")
-
-
-def gpu_provenance(placement: Placement) -> dict[str, Any] | None:
-    """GPU model, count, driver (None: TensorFlow does not say), CUDA, cuDNN versions."""
-    if placement.kind != "cuda":
-        return None
-    info = tf.sysconfig.get_build_info()
-    gpus = tf.config.list_physical_devices("GPU")
-    details = tf.config.experimental.get_device_details(gpus[0]) if gpus else {}
-    return {"model": details.get("device_name"), "count": placement.visible_gpus,
-            "driver": None, "cuda": info.get("cuda_version"),
-            "cudnn": info.get("cudnn_version"), "nccl": None,
-            "tf32": tf.config.experimental.tensor_float_32_execution_enabled()}
-
-
-def set_threads(intra: int, inter: int) -> None:
-    """Size TensorFlow's thread pools; must run before TensorFlow executes its first op."""
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(intra)
-        tf.config.threading.set_inter_op_parallelism_threads(inter)
-    except RuntimeError:
-        pass  # runtime already started (a second run in one process): the first values stay
-
-
-class TFOptimizer:
-    """The run's optimizer over TF variables, with PyTorch's update rules (see shard_optim)."""
-
-    def __init__(self, cfg: OptimConfig, variables: list[tf.Variable]) -> None:
-        self.cfg = cfg
-        self.slots: list[list[tf.Variable]] = []
-        self.t = tf.Variable(0.0, dtype=tf.float32, trainable=False, name="adam_t")
-        # The warm-up's rates (``lr_warmup``) as a table indexed in-graph by the update count
-        # ``t``: the traced step applies the same float32 rates as the other optimizers.
-        self._rates = None if warmup_of(cfg) is None else tf.constant(warmup_rates(cfg),
-                                                                      tf.float32)
-        if cfg.name == "momentum":
-            self.slots = [[tf.Variable(tf.zeros_like(v), trainable=False)] for v in variables]
-        elif cfg.name == "adam":
-            self.slots = [[tf.Variable(tf.zeros_like(v), trainable=False),
-                           tf.Variable(tf.zeros_like(v), trainable=False)] for v in variables]
-
-    @property
-    def variables(self) -> list[tf.Variable]:
-        """Every state variable (for broadcasting optimizer state)."""
-        return [self.t, *(s for slots in self.slots for s in slots)]
-
-    def apply(self, grads: list[tf.Tensor], variables: list[tf.Variable]) -> None:
-        """One update of ``variables`` from ``grads`` (traced inside the caller's function)."""
-        c, lr, t = self.cfg, self.cfg.lr, None
-        if self._rates is not None:  # t counts every kind's updates then, this one included
-            t = self.t.assign_add(1.0)
-            last = self._rates.shape[0] - 1
-            lr = tf.gather(self._rates, tf.minimum(tf.cast(t, tf.int32) - 1, last))
-        if c.name == "sgd":
-            for g, v in zip(grads, variables, strict=True):
-                v.assign_sub(lr * g)
-            return
-        if c.name == "momentum":
-            for g, v, (buf,) in zip(grads, variables, self.slots, strict=True):
-                buf.assign(c.momentum * buf + g)
-                v.assign_sub(lr * buf)
-            return
-        b1, b2 = c.betas
-        if t is None:
-            t = self.t.assign_add(1.0)
-        step_size = lr / (1.0 - tf.pow(b1, t))
-        bc2_sqrt = tf.sqrt(1.0 - tf.pow(b2, t))
-        for g, v, (m, s) in zip(grads, variables, self.slots, strict=True):
-            m.assign(b1 * m + (1.0 - b1) * g)
-            s.assign(b2 * s + (1.0 - b2) * g * g)
-            v.assign_sub(step_size * m / (tf.sqrt(s) / bc2_sqrt + c.eps))
 
 
 class TFAdapter:

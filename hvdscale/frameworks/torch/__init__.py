@@ -5,23 +5,14 @@ The framework hooks (``hvdscale.frameworks.base.Framework``) are this package's 
 it imports torch, never tensorflow.
 """
 
-from hvdscale.frameworks.torch.adapter import (
-    FRAMEWORK,
-    ShardOptimizer,
-    TorchAdapter,
-    gpu_count,
-    gpu_provenance,
-    make_adapter,
-    make_optimizer,
-    set_tf32,
-    set_threads,
-    tensor_sizes,
-    use_device,
-)
+from hvdscale.frameworks.torch.adapter import FRAMEWORK, TorchAdapter, make_adapter, tensor_sizes
 from hvdscale.frameworks.torch.ddp import NATIVE_STRATEGY, DDPStrategy, make_native_strategy
+from hvdscale.frameworks.torch.gpu_info import gpu_provenance
 from hvdscale.frameworks.torch.horovod import HOROVOD, HorovodTorch
 from hvdscale.frameworks.torch.horovod import HorovodTorch as HorovodStrategy
+from hvdscale.frameworks.torch.optimizer import ShardOptimizer, make_optimizer
 from hvdscale.frameworks.torch.preload import preload
+from hvdscale.frameworks.torch.runtime import gpu_count, set_tf32, set_threads, use_device
 
 __all__ = [
     "FRAMEWORK",

@@ -24,57 +24,14 @@ from hvdscale.corpora.corpus import Batch
 from hvdscale.errors import HvdscaleError
 from hvdscale.frameworks.embeddings import EmbeddingRows
 from hvdscale.frameworks.torch.build import build, probe
-from hvdscale.frameworks.torch.gpu_info import gpu_provenance
+from hvdscale.frameworks.torch.optimizer import ShardOptimizer, make_optimizer
 from hvdscale.frameworks.torch.precision import autocast, loss_scale, loss_scaled, scaler_state
-from hvdscale.frameworks.torch.warmup import warmup_optimizer
 from hvdscale.models import ModelSizes
 from hvdscale.models.custom import check_embeddings
 from hvdscale.strategies.base import Scale
 from hvdscale.strategies.sparse_rows import EmbeddingTable
 
 FRAMEWORK = "torch"
-__all__ = ["FRAMEWORK", "TorchAdapter", "gpu_provenance", "make_adapter", "tensor_sizes"]
-
-
-def set_threads(intra: int, inter: int) -> None:
-    """Pin torch's thread pools; inter-op can be set only once per process."""
-    torch.set_num_threads(intra)
-    try:
-        torch.set_num_interop_threads(inter)
-    except RuntimeError:
-        pass  # already set (a second run in one process): the first value stays in force
-
-
-def gpu_count() -> int:
-    """GPUs torch sees (0 without CUDA); creates no CUDA context."""
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-def use_device(placement: Placement) -> None:
-    """Make the rank's GPU torch's current device (nothing on CPU)."""
-    if placement.kind == "cuda":
-        torch.cuda.set_device(placement.index)
-
-
-def set_tf32(mode: str) -> None:
-    """TF32 for cuBLAS matmuls and cuDNN (the fused LSTM) alike: ``on``, ``off``, or
-    ``default`` (torch's own: matmuls off, cuDNN on)."""
-    if mode != "default":
-        torch.backends.cuda.matmul.allow_tf32 = mode == "on"
-        torch.backends.cudnn.allow_tf32 = mode == "on"
-
-
-def make_optimizer(params: list[torch.nn.Parameter], cfg: OptimConfig) -> torch.optim.Optimizer:
-    """The run's optimizer over ``params`` (with ``optim.warmup_steps``' ramp: ``warmup``)."""
-    return warmup_optimizer(_plain_optimizer(params, cfg), cfg)
-
-
-def _plain_optimizer(params: list[torch.nn.Parameter], cfg: OptimConfig) -> torch.optim.Optimizer:
-    if cfg.name == "sgd":
-        return torch.optim.SGD(params, lr=cfg.lr)
-    if cfg.name == "momentum":
-        return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum)
-    return torch.optim.Adam(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps)
 
 
 class TorchAdapter:
@@ -114,16 +71,27 @@ class TorchAdapter:
         gradient_as_bucket_view makes them views of its buckets instead)."""
         self.optim_cfg = optim_cfg
         self.params = [p for p in self.model.parameters() if p.requires_grad]
-        # Parameters and gradients live in two flat buffers; each tensor is a view into them,
-        # so communication works on one contiguous array (as DDP's gradient_as_bucket_view).
+        self._flatten()
+        self.copy_s = 0.0
+        """Seconds spent copying the staged flat buffers between host and device."""
+        self.optimizer = loss_scaled(make_optimizer(self.params, optim_cfg), precision)
+        rows = {"src": src_vocab, "tgt_in": tgt_vocab}
+        if model_cfg.kind == "custom":
+            check_embeddings(model_cfg, tables, self.param_shapes(), rows)
+        self.embeddings = EmbeddingRows(tables, self.tensor_sizes(), rows)
+        self.compute_s = 0.0
+        """Seconds spent in forward and backward so far (waits inside ``scale`` excluded)."""
+
+    def _flatten(self) -> None:
+        """Lay the parameters and gradients out in two flat buffers, each tensor a view into
+        them, so communication works on one contiguous array (as DDP's
+        gradient_as_bucket_view); staged placements get host buffers of the same size."""
         n = sum(p.numel() for p in self.params)
         self.flat_params = torch.zeros(n, dtype=torch.float32, device=self.device)
         self.flat_grads = torch.zeros(n, dtype=torch.float32, device=self.device)
-        self.copy_s = 0.0
-        """Seconds spent copying the staged flat buffers between host and device."""
         self._host_params: torch.Tensor | None = None
         self._host_grads: torch.Tensor | None = None
-        if placement.stage:
+        if self.placement.stage:
             # Pinned host memory lets the copies run by DMA; pinning needs CUDA, so a CPU run
             # with staging forced (tests) stages through ordinary host tensors.
             self._host_params = torch.zeros(n, dtype=torch.float32, pin_memory=self._cuda)
@@ -136,13 +104,6 @@ class TorchAdapter:
                 p.data = self.flat_params[off : off + k].view_as(p)
                 p.grad = self.flat_grads[off : off + k].view_as(p)
                 off += k
-        self.optimizer = loss_scaled(make_optimizer(self.params, optim_cfg), precision)
-        rows = {"src": src_vocab, "tgt_in": tgt_vocab}
-        if model_cfg.kind == "custom":
-            check_embeddings(model_cfg, tables, self.param_shapes(), rows)
-        self.embeddings = EmbeddingRows(tables, self.tensor_sizes(), rows)
-        self.compute_s = 0.0
-        """Seconds spent in forward and backward so far (waits inside ``scale`` excluded)."""
 
     @property
     def num_params(self) -> int:
@@ -362,18 +323,3 @@ def tensor_sizes(model_cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> list
     except Exception:  # a user's builder that cannot build on the meta device: a real build
         model, _ = build(model_cfg, sizes)
     return [(n, p.numel()) for n, p in model.named_parameters() if p.requires_grad]
-
-
-class ShardOptimizer:
-    """The run's torch optimizer over a numpy shard: same math as ``TorchAdapter.optimizer``."""
-
-    def __init__(self, shard: np.ndarray, cfg: OptimConfig) -> None:
-        self.param = torch.nn.Parameter(torch.from_numpy(shard), requires_grad=True)
-        self.grad = np.zeros_like(shard)
-        self.param.grad = torch.from_numpy(self.grad)
-        self.optimizer = make_optimizer([self.param], cfg)
-        self.keeps_zero_grad_rows = cfg.name == "sgd"
-
-    def step(self) -> None:
-        """Apply the gradient currently in ``self.grad`` to the shard."""
-        self.optimizer.step()

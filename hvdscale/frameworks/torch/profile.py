@@ -74,15 +74,10 @@ def _descendants(ev: Any) -> list[Any]:
     return out
 
 
-def count_torch_events(events: list[Any], steps: int) -> dict[str, Any]:
-    """Ops, kernels and the time split per step from a torch profiler's event list.
-
-    Forward operators are attributed by the profiler range around them; a backward operator by
-    the autograd node it runs for, whose sequence number is the one of the forward operator that
-    recorded it.
-    """
+def _forward_parts(events: list[Any]) -> dict[int, str]:
+    """The part (``rnn``, ``softmax``) of each forward operator that records an autograd node,
+    by its sequence number: what its backward operators are attributed to."""
     seq_cat: dict[int, str] = {}
-    outer = [e for e in events if _is_op(e) and not any(_is_op(a) for a in _ancestors(e))]
     for e in events:
         if e.name in ("hvdscale/rnn", "hvdscale/softmax"):
             cat = e.name.split("/")[1]
@@ -93,33 +88,49 @@ def count_torch_events(events: list[Any], steps: int) -> dict[str, Any]:
             for d in [e, *_descendants(e)]:
                 if d.sequence_nr >= 0:
                     seq_cat[d.sequence_nr] = "softmax"
+    return seq_cat
 
-    def category(e: Any) -> str:
-        for a in _ancestors(e):
-            if a.name.startswith("hvdscale/"):
-                return a.name.split("/")[1]
-            if a.name.startswith("autograd::engine::evaluate_function"):
-                return seq_cat.get(a.sequence_nr, "other")
-        return "softmax" if e.name in _SOFTMAX_OPS else "other"
 
-    def phase(e: Any) -> str:
-        for a in _ancestors(e):
-            if a.name.startswith("autograd::engine::evaluate_function"):
-                return "backward"
-            if a.name.startswith("Optimizer."):
-                return "update"
-        return "forward"
+def _category(e: Any, seq_cat: dict[int, str]) -> str:
+    """The part an operator event belongs to: the range around it in the forward pass, its
+    forward operator's part in the backward (``seq_cat``), else softmax's loss ops or other."""
+    for a in _ancestors(e):
+        if a.name.startswith("hvdscale/"):
+            return a.name.split("/")[1]
+        if a.name.startswith("autograd::engine::evaluate_function"):
+            return seq_cat.get(a.sequence_nr, "other")
+    return "softmax" if e.name in _SOFTMAX_OPS else "other"
 
+
+def _phase(e: Any) -> str:
+    """``forward``, ``backward`` (run by the autograd engine) or ``update`` (the optimizer)."""
+    for a in _ancestors(e):
+        if a.name.startswith("autograd::engine::evaluate_function"):
+            return "backward"
+        if a.name.startswith("Optimizer."):
+            return "update"
+    return "forward"
+
+
+def count_torch_events(events: list[Any], steps: int) -> dict[str, Any]:
+    """Ops, kernels and the time split per step from a torch profiler's event list.
+
+    Forward operators are attributed by the profiler range around them; a backward operator by
+    the autograd node it runs for, whose sequence number is the one of the forward operator that
+    recorded it.
+    """
+    outer = [e for e in events if _is_op(e) and not any(_is_op(a) for a in _ancestors(e))]
+    seq_cat = _forward_parts(events)
     ops: Counter[str] = Counter()
     op_us: Counter[str] = Counter()
     for e in outer:
-        c = category(e)
+        c = _category(e, seq_cat)
         ops[c] += 1
         op_us[c] += e.time_range.elapsed_us()
     kernels = [e for e in events if _is_op(e) and not any(_is_op(c) for c in e.cpu_children)]
-    kcat: Counter[str] = Counter(category(e) for e in kernels)
-    ophase: Counter[str] = Counter(phase(e) for e in outer)
-    kphase: Counter[str] = Counter(phase(e) for e in kernels)
+    kcat: Counter[str] = Counter(_category(e, seq_cat) for e in kernels)
+    ophase: Counter[str] = Counter(_phase(e) for e in outer)
+    kphase: Counter[str] = Counter(_phase(e) for e in kernels)
     return {
         "ops": len(outer) / steps, "kernels": len(kernels) / steps,
         "events": len(events) / steps,

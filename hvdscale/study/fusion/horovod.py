@@ -110,13 +110,7 @@ def plan_fusion(config: str | Path, grid: FusionGrid, out: str | Path = "results
         HvdscaleError: one clear message for the first bad input.
     """
     np, repeats, timeline_steps = grid.np, grid.repeats, grid.timeline_steps
-    if not isinstance(np, int) or np < 2:
-        raise HvdscaleError(f"--np must be a rank count >= 2 (Horovod has nothing to fuse on "
-                            f"one rank; got {np!r})")
-    if repeats < 1:
-        raise HvdscaleError(f"--repeats must be >= 1 (got {repeats})")
-    if timeline_steps < 0:
-        raise HvdscaleError(f"--timeline-steps must be >= 0 (got {timeline_steps})")
+    _check_counts(grid)
     ts = parse_floats(grid.thresholds, "--threshold-mb", positive=False)
     cs = parse_floats(grid.cycles, "--cycle-ms", positive=True)
     os_ = parse_overlaps(grid.overlaps)
@@ -132,20 +126,39 @@ def plan_fusion(config: str | Path, grid: FusionGrid, out: str | Path = "results
         raise HvdscaleError("hvdscale fusion measures a fixed step count; set measure.epochs=0")
     settings = grid_settings(ts, cs, os_, grid.independent,
                              grouped=cfg.strategy.horovod.num_groups > 1)
-    # Horovod's autotuner: warm-up trials, then Bayesian trials (+1), each 5 samples of
-    # steps_per_sample steps; it runs in the warm-up, so the window measures its choice.
+    return FusionSpec(replace(spec, points=()), np, tuple(settings), repeats, timeline_steps,
+                      grid.autotune, _autotune_sets(grid, cfg.measure.warmup_steps))
+
+
+def _check_counts(grid: FusionGrid) -> None:
+    """The grid's rank count, rounds and timeline steps, or one clear error."""
+    np, repeats, timeline_steps = grid.np, grid.repeats, grid.timeline_steps
+    if not isinstance(np, int) or np < 2:
+        raise HvdscaleError(f"--np must be a rank count >= 2 (Horovod has nothing to fuse on "
+                            f"one rank; got {np!r})")
+    if repeats < 1:
+        raise HvdscaleError(f"--repeats must be >= 1 (got {repeats})")
+    if timeline_steps < 0:
+        raise HvdscaleError(f"--timeline-steps must be >= 0 (got {timeline_steps})")
+
+
+def _autotune_sets(grid: FusionGrid, warmup_steps: int) -> tuple[str, ...]:
+    """The settings of the launch with Horovod's autotuner, on top of the config's
+    ``warmup_steps``.
+
+    The autotuner runs warm-up trials, then Bayesian trials (+1), each 5 samples of
+    steps_per_sample steps; it runs in the warm-up, so the window measures its choice.
+    """
     warm = 1
     per_sample = grid.autotune_steps_per_sample
     trials = warm + grid.autotune_bayes_samples + 1
-    tune_steps = int(trials * 5 * per_sample * 1.3) + cfg.measure.warmup_steps
-    autotune_sets = ("strategy.horovod.overlap=hooks", "strategy.horovod.autotune=true",
-                     "strategy.horovod.autotune_log=auto",
-                     f"strategy.horovod.autotune_steps_per_sample={per_sample}",
-                     f"strategy.horovod.autotune_warmup_samples={warm}",
-                     f"strategy.horovod.autotune_bayes_samples={grid.autotune_bayes_samples}",
-                     f"measure.warmup_steps={tune_steps}")
-    return FusionSpec(replace(spec, points=()), np, tuple(settings), repeats, timeline_steps,
-                      grid.autotune, autotune_sets)
+    tune_steps = int(trials * 5 * per_sample * 1.3) + warmup_steps
+    return ("strategy.horovod.overlap=hooks", "strategy.horovod.autotune=true",
+            "strategy.horovod.autotune_log=auto",
+            f"strategy.horovod.autotune_steps_per_sample={per_sample}",
+            f"strategy.horovod.autotune_warmup_samples={warm}",
+            f"strategy.horovod.autotune_bayes_samples={grid.autotune_bayes_samples}",
+            f"measure.warmup_steps={tune_steps}")
 
 
 def _point(spec: FusionSpec, s: Setting, index: int, extra: tuple[str, ...] = (),

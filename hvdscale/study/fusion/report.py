@@ -46,6 +46,23 @@ def paired(a: list[dict | None], b: list[dict | None]) -> dict[str, Any] | None:
     return ratio_summary(paired_ratios(words_per_round(a), words_per_round(b)))
 
 
+def _point_row(s: Setting, rounds: list[dict[str, Any] | None]) -> dict[str, Any]:
+    """One point's row of the table: its setting, words/s per round, and the medians over the
+    rounds it recorded (words/s, idle and step time, the timeline's allreduce and buffers)."""
+    wps_all = words_per_round(rounds)
+    recs = [r for r in rounds if r is not None]
+    wps = [schema.words_per_s(r) for r in recs]
+    return {"label": s.label, "kind": s.kind, "threshold_mb": s.effective()[0],
+            "cycle_ms": s.effective()[1], "overlap": s.overlap, "repeats": len(recs),
+            "words_per_s": _med(wps), "words_per_s_all": wps_all,
+            "spread_pct": (100 * (max(wps) - min(wps)) / _med(wps)) if len(wps) > 1 else None,
+            "non_compute_ms": _med([schema.idle(r).get("idle_ms_per_step") for r in recs]),
+            "step_ms": _med([schema.step_time(r)["median"] * 1e3 for r in recs]),
+            "allreduce_ms": _med([_timeline_median(r, "allreduce_ms") for r in recs]),
+            "fused_buffers": _med([_timeline_median(r, "fused_buffers") for r in recs]),
+            "loadavg": [schema.loadavg(r) for r in recs]}
+
+
 def analyze(rows: list[tuple[Setting, list[dict[str, Any] | None]]]) -> dict[str, Any]:
     """Medians per point; the recommended point (best paired ratio over the defaults, beyond
     noise; else the defaults) as ``best``, with ``recommendation`` saying why; its paired gains
@@ -57,19 +74,7 @@ def analyze(rows: list[tuple[Setting, list[dict[str, Any] | None]]]) -> dict[str
     by_kind: dict[str, list[dict | None]] = {}
     recs_of: dict[str, list[dict | None]] = {}
     for s, rounds in rows:
-        wps_all = words_per_round(rounds)
-        recs = [r for r in rounds if r is not None]
-        wps = [schema.words_per_s(r) for r in recs]
-        row = {"label": s.label, "kind": s.kind, "threshold_mb": s.effective()[0],
-               "cycle_ms": s.effective()[1], "overlap": s.overlap, "repeats": len(recs),
-               "words_per_s": _med(wps), "words_per_s_all": wps_all,
-               "spread_pct": (100 * (max(wps) - min(wps)) / _med(wps)) if len(wps) > 1 else None,
-               "non_compute_ms": _med([schema.idle(r).get("idle_ms_per_step") for r in recs]),
-               "step_ms": _med([schema.step_time(r)["median"] * 1e3 for r in recs]),
-               "allreduce_ms": _med([_timeline_median(r, "allreduce_ms") for r in recs]),
-               "fused_buffers": _med([_timeline_median(r, "fused_buffers") for r in recs]),
-               "loadavg": [schema.loadavg(r) for r in recs]}
-        table.append(row)
+        table.append(_point_row(s, rounds))
         recs_of[s.label] = rounds
         if s.kind != "grid":
             by_kind.setdefault(s.kind, rounds)

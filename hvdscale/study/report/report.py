@@ -142,9 +142,10 @@ def kind_sections(records: list[dict[str, Any]]) -> str:
     """Markdown of the latest gemm record and of the latest profile and batch records per
     config, from the modules that wrote them."""
     from hvdscale.study.stepcost import batch as batchsize
-    from hvdscale.study.stepcost import gemm, profile
+    from hvdscale.study.stepcost import gemm_report, profile
 
-    render = {"gemm": gemm.markdown, "profile": profile.markdown, "batch": batchsize.markdown}
+    render = {"gemm": gemm_report.markdown, "profile": profile.markdown,
+              "batch": batchsize.markdown}
     latest: dict[tuple, dict[str, Any]] = {}
     for r in records:
         if r.get("kind") in render and schema.is_ok(r):

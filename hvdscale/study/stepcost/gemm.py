@@ -18,32 +18,41 @@ repeat, after a warm-up; each repeat runs enough calls to last ``min_time_s``; t
 repeats is reported. With one thread the clock is this process's CPU time by default (other
 processes' turns on a shared core do not count), with more threads wall time. The peak is the
 best GFLOP/s of a large square GEMM measured in the same run, with the same clock. Threads are
-set explicitly (default 1) before the framework starts and recorded."""
+set explicitly (default 1) before the framework starts and recorded.
+
+The back ends, the clock and the timed calls are ``gemm_timing``'s; what the rows show,
+``gemm_findings``'; the tables and plots, ``gemm_report``'s."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
 import socket
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.schema import SCHEMA_VERSION
-from hvdscale.registry import FRAMEWORKS, LIBRARIES, check_framework
-from hvdscale.study.plotting import figure
+from hvdscale.registry import FRAMEWORKS
 from hvdscale.study.stepcost.gemm_findings import (
     batch_growth,
-    findings_text,
     pretranspose_wins,
-    result_label,
     slower_with_larger_batch,
+)
+from hvdscale.study.stepcost.gemm_timing import (
+    Layout,
+    Prepare,
+    calls_for,
+    check_installed,
+    device_backend,
+    flops,
+    measure_peak,
+    resolve_clock,
+    set_thread_env,
+    time_calls,
+    use_clock,
 )
 from hvdscale.study.sweep.names import parse_names
 
@@ -73,16 +82,6 @@ class GemmSpec:
     """Each timed in turn: ``fp32``, ``tf32`` (GPU tensor cores), ``bf16``."""
 
 
-@dataclass(frozen=True)
-class Layout:
-    """One matmul call: operand shapes and transpose flags."""
-
-    a: tuple[int, int]
-    b: tuple[int, int]
-    ta: bool
-    tb: bool
-
-
 def layouts(variant: str, m: int, n: int, k: int) -> tuple[Layout, Layout]:
     """(the variant's call, its pre-transposed twin) for a [M x K] weight and N columns."""
     if variant == "NN":
@@ -92,11 +91,6 @@ def layouts(variant: str, m: int, n: int, k: int) -> tuple[Layout, Layout]:
     if variant == "NT":
         return Layout((m, n), (k, n), False, True), Layout((m, n), (n, k), False, False)
     raise HvdscaleError(f"unknown GEMM variant {variant!r}; choose from {', '.join(VARIANTS)}")
-
-
-def flops(m: int, n: int, k: int) -> int:
-    """Floating-point operations of one M x N x K product (a multiply and an add each)."""
-    return 2 * m * n * k
 
 
 def parse_sizes(text: str, option: str) -> list[int]:
@@ -131,97 +125,6 @@ def parse_frameworks(text: str) -> list[str]:
     return parse_names(text, FRAMEWORKS, "--framework", "framework")
 
 
-# --- framework back ends: build operands once, return a callable that runs one product --------
-
-Prepare = Callable[[Layout], Callable[[], object]]
-
-
-def _set_thread_env(threads: int) -> None:
-    # Read once when the math libraries start, so set before any framework import.
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                "TF_NUM_INTRAOP_THREADS"):
-        os.environ[var] = str(threads)
-
-
-def load_backend(framework: str) -> Callable[[int], Callable[..., Callable[[], object]]]:
-    """``hvdscale.frameworks.<framework>.gemm.backend``: given a thread count, it returns
-    ``prepare(a_shape, b_shape, ta, tb)``. It imports the framework: set the thread
-    environment first (``_set_thread_env``).
-
-    Raises:
-        ValueError: an unknown framework. HvdscaleError: its library is not installed.
-    """
-    check_framework(framework, "--framework")
-    try:
-        module = importlib.import_module(f"hvdscale.frameworks.{framework}.gemm")
-    except ModuleNotFoundError as e:
-        missing = (e.name or "").partition(".")[0]
-        if missing in ("", "hvdscale"):
-            raise
-        raise HvdscaleError(f"--framework {framework}: {missing} is not installed") from None
-    return module.backend
-
-
-def _check_installed(framework: str) -> None:
-    """A registered framework whose library is installed, found without importing it (a
-    framework imported before another is timed could change that one's figures)."""
-    check_framework(framework, "--framework")
-    library = LIBRARIES[framework]
-    if importlib.util.find_spec(library) is None:
-        raise HvdscaleError(f"--framework {framework}: {library} is not installed")
-
-
-CLOCKS = ("auto", "wall", "cpu")
-_clock: Callable[[], float] = time.perf_counter
-_sync: Callable[[], None] = lambda: None  # noqa: E731  (the device's wait; a no-op on CPU)
-
-
-def resolve_clock(clock: str, threads: int, device: str = "cpu") -> str:
-    """``auto``: the process's CPU time with one thread, wall time with more or on a GPU.
-
-    On a shared machine other processes take turns on the core; wall time then counts their
-    turns too, while the CPU time of this process counts only its own work. With several
-    threads CPU time adds the threads up, so only wall time gives their joint speed; a GPU's
-    work is not this process's CPU time at all.
-    """
-    if clock not in CLOCKS:
-        raise HvdscaleError(f"--clock must be one of {', '.join(CLOCKS)} (got {clock!r})")
-    if device != "cpu":
-        if clock == "cpu":
-            raise HvdscaleError("--clock cpu cannot time GPU work: use wall or auto")
-        return "wall"
-    if clock == "auto":
-        return "cpu" if threads == 1 else "wall"
-    return clock
-
-
-def _calls_for(fn: Callable[[], object], min_time_s: float) -> int:
-    """Calls per timed repeat so that one repeat lasts about ``min_time_s``."""
-    _sync()
-    t0 = _clock()
-    fn()
-    _sync()
-    one = max(_clock() - t0, 1e-7)
-    return max(1, int(min_time_s / one + 0.5))
-
-
-def _time(fn: Callable[[], object], calls: int) -> float:
-    _sync()  # nothing queued before the clock starts, all of it done before it stops
-    t0 = _clock()
-    for _ in range(calls):
-        fn()
-    _sync()
-    return (_clock() - t0) / calls
-
-
-def measure_peak(prepare: Prepare, size: int, repeats: int = 3) -> dict[str, float]:
-    """Best GFLOP/s of a square ``size`` GEMM (after one warm-up call)."""
-    fn = prepare(Layout((size, size), (size, size), False, False))
-    fn()
-    best = min(_time(fn, 1) for _ in range(repeats))
-    return {"size": size, "time_s": best, "gflops": flops(size, size, size) / best / 1e9}
-
-
 def _time_point(prepare: Prepare, hidden: int, batch: int, spec: GemmSpec,
                 peak_gflops: float) -> list[dict[str, Any]]:
     """The rows of one (hidden, batch) point: every variant and its twin, timed interleaved."""
@@ -232,14 +135,14 @@ def _time_point(prepare: Prepare, hidden: int, batch: int, spec: GemmSpec,
     for fn in calls:  # warm-up: first-touch, allocator, library dispatch
         for _ in range(spec.warmup):
             fn()
-    counts = [_calls_for(fn, spec.min_time_s) for fn in calls]
+    counts = [calls_for(fn, spec.min_time_s) for fn in calls]
     samples: list[list[float]] = [[] for _ in calls]
     for r in range(spec.repeats):
         # Interleaved, order rotated per repeat: machine noise hits all six alike.
         order = list(range(len(calls)))
         order = order[r % len(order):] + order[: r % len(order)]
         for i in order:
-            samples[i].append(_time(calls[i], counts[i]))
+            samples[i].append(time_calls(calls[i], counts[i]))
     f = flops(m, n, k)
     rows = []
     for j, v in enumerate(VARIANTS):
@@ -255,24 +158,6 @@ def _time_point(prepare: Prepare, hidden: int, batch: int, spec: GemmSpec,
     return rows
 
 
-def _device_backend(framework: str, spec: GemmSpec,
-                    precision: str) -> Callable[..., Callable[[], object]]:
-    """The framework's preparer for ``spec.device`` and ``precision``; sets ``_sync``
-    (HvdscaleError: a GPU or a precision other than fp32 asked of TensorFlow)."""
-    global _sync
-    make = load_backend(framework)
-    if spec.device == "cpu" and precision == "fp32":
-        _sync = lambda: None  # noqa: E731
-        return make(spec.threads)
-    if framework != "torch":
-        raise HvdscaleError(f"--device {spec.device} --precision {precision}: only --framework "
-                            "torch times GEMMs on a GPU or in other precisions")
-    module = importlib.import_module("hvdscale.frameworks.torch.gemm")
-    prepare = make(spec.threads, spec.device, precision)
-    _sync = module.synchronizer(spec.device)
-    return prepare
-
-
 def measure_framework(framework: str, spec: GemmSpec, say: Callable[[str], None] | None = None,
                       precision: str = "fp32") -> dict[str, Any]:
     """Time every variant and its twin at each (hidden, batch) point for one framework.
@@ -282,10 +167,9 @@ def measure_framework(framework: str, spec: GemmSpec, say: Callable[[str], None]
         per (hidden, batch, variant) with median seconds, GFLOP/s, fraction of peak and the
         twin's figures.
     """
-    global _clock
     used = resolve_clock(spec.clock, spec.threads, spec.device)
-    _clock = time.process_time if used == "cpu" else time.perf_counter
-    make = _device_backend(framework, spec, precision)
+    use_clock(used)
+    make = device_backend(framework, spec.device, spec.threads, precision)
 
     def prepare(lay: Layout) -> Callable[[], object]:
         return make(lay.a, lay.b, lay.ta, lay.tb)
@@ -303,8 +187,6 @@ def measure_framework(framework: str, spec: GemmSpec, say: Callable[[str], None]
             "clock": used, "peak": peak, "rows": rows}
 
 
-# --- the command ----------------------------------------------------------------------------------
-
 def run_gemm(frameworks: list[str], spec: GemmSpec,
              say: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Measure every framework and return one record (``kind: gemm``) with the findings.
@@ -318,9 +200,9 @@ def run_gemm(frameworks: list[str], spec: GemmSpec,
         if not isinstance(val, int) or val < low:
             raise HvdscaleError(f"{name} must be an integer >= {low} (got {val!r})")
     used = resolve_clock(spec.clock, spec.threads, spec.device)
-    _set_thread_env(spec.threads)
+    set_thread_env(spec.threads)
     for fw in frameworks:  # every framework installed before the first is measured
-        _check_installed(fw)
+        check_installed(fw)
     from hvdscale.records.provenance import git_revision, versions
 
     started = datetime.now(UTC).isoformat(timespec="seconds")
@@ -345,56 +227,3 @@ def run_gemm(frameworks: list[str], spec: GemmSpec,
         "loadavg": {"before": list(load_before), "after": list(os.getloadavg())},
         "versions": versions(), "git": git_revision(), "frameworks": results,
     }
-
-
-def markdown(rec: dict[str, Any]) -> str:
-    """The GEMM tables (GFLOP/s; twin = pre-transposed) and the findings, as Markdown."""
-    lines = [f"## GEMM of an RNN layer (M={rec['gates']}xhidden, K=hidden, N=batch; "
-             f"{rec['threads']} thread(s), {rec.get('clock', 'wall')} clock, median of "
-             f"{rec['repeats']}; "
-             f"loadavg {rec['loadavg']['before'][0]:.2f})", ""]
-    for res in rec["frameworks"]:
-        peak = res["peak"]
-        for h in sorted({r["hidden"] for r in res["rows"]}):
-            lines += [f"### {result_label(res)}, hidden {h} (peak {peak['gflops']:.1f} GFLOP/s "
-                      f"= {peak['size']}^3 GEMM)", "",
-                      "|batch|NN|TN|NT|NN pre-T|TN pre-T|NT pre-T|NN % peak|TN % peak|"
-                      "NT % peak|", "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
-            by = {(r["batch"], r["variant"]): r for r in res["rows"] if r["hidden"] == h}
-            for b in sorted({bb for bb, _ in by}):
-                rs = [by[(b, v)] for v in VARIANTS]
-                cells = [f"{r['gflops']:.1f}" for r in rs]
-                cells += [f"{r['twin_gflops']:.1f}" for r in rs]
-                cells += [f"{100 * r['frac_peak']:.0f}" for r in rs]
-                lines.append(f"|{b}|" + "|".join(cells) + "|")
-            lines.append("")
-        lines += [*findings_text(res), ""]
-    return "\n".join(lines)
-
-
-def plot(rec: dict[str, Any], out_dir: Path) -> list[Path]:
-    """One PNG per framework: GFLOP/s vs batch per variant (dashed: pre-transposed twin)."""
-    written = []
-    for res in rec["frameworks"]:
-        hs = sorted({r["hidden"] for r in res["rows"]})
-        path = out_dir / f"gemm_{result_label(res, '_')}.png"
-        with figure(path, 1, len(hs), figsize=(5.5 * len(hs), 4.2), squeeze=False) as (_, axes):
-            for ax, h in zip(axes[0], hs, strict=True):
-                for v in VARIANTS:
-                    rs = sorted((r for r in res["rows"]
-                                 if r["hidden"] == h and r["variant"] == v),
-                                key=lambda r: r["batch"])
-                    xs = [r["batch"] for r in rs]
-                    line, = ax.plot(xs, [r["gflops"] for r in rs], marker="o", ms=3, label=v)
-                    ax.plot(xs, [r["twin_gflops"] for r in rs], ls="--", lw=1,
-                            color=line.get_color(), alpha=0.7, label=f"{v} pre-transposed")
-                ax.axhline(res["peak"]["gflops"], color="grey", ls=":", lw=1, label="peak")
-                for x in range(32, max(rec["batch"]) + 1, 32):
-                    ax.axvline(x, color="grey", lw=0.4, alpha=0.4)
-                ax.set(xlabel="batch (N)", ylabel="GFLOP/s",
-                       title=f"{result_label(res)} hidden {h}, {rec['threads']} thread(s)")
-                ax.grid(alpha=0.3)
-                ax.legend(fontsize=7)
-        written.append(path)
-    return written
-

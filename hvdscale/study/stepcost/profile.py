@@ -142,15 +142,7 @@ def run_profile(config: str, overrides: list[str] | None = None, steps: int = 2,
     if not isinstance(steps, int) or steps < 1:
         raise HvdscaleError(f"--steps must be an integer >= 1 (got {steps!r})")
     cfg = load_config(config, overrides or [])
-    if cfg.model.kind == "custom":  # compared as fused against loop: the model needs both
-        from hvdscale.models.custom import builder_module
-
-        declared = tuple(getattr(builder_module(cfg.model), "RNN_IMPLS", ("fused",)))
-        impls_run = tuple(i for i in impls_of(cfg.framework) if i in declared)
-        if not set(IMPLS) <= set(declared):
-            raise HvdscaleError(f"hvdscale profile compares rnn_impl fused and loop; "
-                                f"model.builder {cfg.model.builder!r} declares "
-                                f"RNN_IMPLS={declared!r}")
+    impls_run = _impls_to_run(cfg)
     from hvdscale.core.threads import resolve_threads, thread_env
     from hvdscale.records.provenance import git_revision, versions
 
@@ -161,18 +153,14 @@ def run_profile(config: str, overrides: list[str] | None = None, steps: int = 2,
     started = datetime.now(UTC).isoformat(timespec="seconds")
     load_before = os.getloadavg()
     impls: dict[str, Any] = {}
-    for impl in impls_run if cfg.model.kind == "custom" else impls_of(cfg.framework):
+    for impl in impls_run:
         c = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, rnn_impl=impl))
         if say:
             say(f"hvdscale profile: {cfg.framework} {impl}, {steps} step(s) after 2 warm-up")
         res = profile_impl(c, steps, threads, profile_steps)
         res["time_split"] = _time_split(res)
         impls[impl] = res
-    counts = ("graph_ops", "ops", "kernels", "gpu_kernels")
-    ratio = {k: impls["loop"][k] / impls["fused"][k] for k in counts
-             if k in impls["fused"] and impls["fused"][k]}
-    compiled = {k: impls["compiled"][k] / impls["fused"][k] for k in counts
-                if "compiled" in impls and k in impls["fused"] and impls["fused"][k]}
+    ratio, compiled = _ratios_over_fused(impls)
     return {
         "schema": SCHEMA_VERSION, "kind": "profile", "status": "ok", "started": started,
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -184,6 +172,37 @@ def run_profile(config: str, overrides: list[str] | None = None, steps: int = 2,
         "ratio_loop_fused": ratio, "ratio_compiled_fused": compiled, "notes": NOTES,
         "gpu": _gpu(cfg),
     }
+
+
+def _impls_to_run(cfg: RunConfig) -> tuple[str, ...]:
+    """The implementations profiled: the framework's, or those of them a custom model's builder
+    declares, which must include fused and loop (the comparison needs both).
+
+    Raises:
+        HvdscaleError: a custom model without both fused and loop.
+    """
+    if cfg.model.kind != "custom":
+        return impls_of(cfg.framework)
+    from hvdscale.models.custom import builder_module
+
+    declared = tuple(getattr(builder_module(cfg.model), "RNN_IMPLS", ("fused",)))
+    impls_run = tuple(i for i in impls_of(cfg.framework) if i in declared)
+    if not set(IMPLS) <= set(declared):
+        raise HvdscaleError(f"hvdscale profile compares rnn_impl fused and loop; "
+                            f"model.builder {cfg.model.builder!r} declares "
+                            f"RNN_IMPLS={declared!r}")
+    return impls_run
+
+
+def _ratios_over_fused(impls: dict[str, Any]) -> tuple[dict[str, float], dict[str, float]]:
+    """The loop's and the compiled loop's op and kernel counts over the fused RNN's (the
+    compiled ratios empty where it was not profiled)."""
+    counts = ("graph_ops", "ops", "kernels", "gpu_kernels")
+    ratio = {k: impls["loop"][k] / impls["fused"][k] for k in counts
+             if k in impls["fused"] and impls["fused"][k]}
+    compiled = {k: impls["compiled"][k] / impls["fused"][k] for k in counts
+                if "compiled" in impls and k in impls["fused"] and impls["fused"][k]}
+    return ratio, compiled
 
 
 def markdown(rec: dict[str, Any]) -> str:

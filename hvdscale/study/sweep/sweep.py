@@ -265,7 +265,7 @@ def _run_launch(spec: SweepSpec, launch: Any, run: list[Point], hf: Path | None,
 
 def _progress(o: Outcome, elapsed: float, launched: list[Outcome], rest: list[Point]) -> str:
     """One launch's progress line (after its head): result, times and the sweep's time left."""
-    from hvdscale.core.progress import format_duration
+    from hvdscale.core.progress_status import format_duration
 
     left = time_left(launched, rest) if rest else None
     when = f"elapsed {elapsed:.0f} s" + (
