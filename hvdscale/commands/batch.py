@@ -36,6 +36,7 @@ def handle(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
+    from hvdscale.records.batch import BatchRecord
     from hvdscale.records.store import append_record
     from hvdscale.study.stepcost import batch as batchsize
     from hvdscale.study.stepcost.gemm import parse_sizes
@@ -47,7 +48,7 @@ def handle(args: argparse.Namespace) -> int:
                                     redo=args.redo, say=say)
     out = Path(args.out)
     rec["plot"] = str(batchsize.plot(rec, out))
-    append_record(out, rec)
+    append_record(out, BatchRecord.from_dict(rec, where="the batch record being written"))
     md = batchsize.markdown(rec)
     (out / "batch.md").write_text(md)
     print(json.dumps(rec, indent=1) if args.json else md, flush=True)

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from hvdscale.commands import common
-from hvdscale.records import schema
+from hvdscale.records.run import RunRecord
 
 NAME = "run"
 # Runs on every rank of a job: the caller (cli) ends the whole job on any error, so no rank
@@ -46,9 +46,9 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def _one_line(rec: dict) -> str:
-    k, fw = schema.key(rec), schema.config(rec)["framework"]
+def _one_line(rec: RunRecord) -> str:
+    k, fw = rec.key, rec.config["framework"]
     return (f"hvdscale: {k['model']}/{fw}/{k['rnn_impl']}/{k['strategy']} "
-            f"ranks={schema.ranks(rec)} words/s={schema.words_per_s(rec):.1f} "
-            f"step={schema.step_median_s(rec) * 1e3:.1f}ms "
-            f"(+-{schema.step_time(rec)['jitter'] * 1e3:.1f}) loss={schema.final_loss(rec):.4f}")
+            f"ranks={rec.ranks} words/s={rec.words_per_s:.1f} "
+            f"step={rec.step_median_s * 1e3:.1f}ms "
+            f"(+-{rec.step_time['jitter'] * 1e3:.1f}) loss={rec.final_loss:.4f}")
