@@ -29,7 +29,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from hvdscale.records import schema
+from hvdscale.records.run import RunRecord
 
 CAUSES = ("compute_slowdown", "exposed_comm", "straggler_idle")
 """The parts of a loss that a measured time explains (never negative)."""
@@ -39,10 +39,10 @@ SENDS_NOTHING = frozenset({"independent"})
 """Strategies whose ranks exchange nothing: no exposed communication by definition."""
 
 
-def sends_nothing(rec: dict) -> bool:
+def sends_nothing(rec: RunRecord) -> bool:
     """Whether ``rec``'s strategy communicates nothing between ranks (``SENDS_NOTHING``)."""
-    name = (schema.config_or_empty(rec).get("strategy") or {}).get("name")
-    return (name or (rec.get("key") or {}).get("strategy")) in SENDS_NOTHING
+    name = (rec.config.get("strategy") or {}).get("name")
+    return (name or rec.key.get("strategy")) in SENDS_NOTHING
 
 
 @dataclass(frozen=True)
@@ -55,18 +55,18 @@ class Baseline:
     g1: float
 
 
-def baseline(base: list[dict]) -> Baseline:
+def baseline(base: list[RunRecord]) -> Baseline:
     """The ``Baseline`` of 1-worker records (each with ``rank_times``)."""
     c1, g1 = [], []
     for r in base:
-        rt = schema.rank_times(r)[0]
+        rt = r.rank_times[0]
         c1.append(rt["compute_s"] / rt["words"])
         g1.append((rt["step_s"] - rt["compute_s"]) / rt["steps"])
-    return Baseline(statistics.median(schema.words_per_s(r) for r in base), statistics.median(c1),
+    return Baseline(statistics.median(r.words_per_s for r in base), statistics.median(c1),
                     statistics.median(g1))
 
 
-def rank_parts(rec: dict, g1: float) -> list[dict[str, float]]:
+def rank_parts(rec: RunRecord, g1: float) -> list[dict[str, float]]:
     """Per computing rank, seconds over the window: ``compute``, ``idle``, ``comm`` (exposed
     communication above g1 per step), ``g1`` (g1 x steps), plus ``step``, ``words``, ``steps``.
     compute + idle + comm + g1 == step for every rank of a synchronous strategy. Replicas that
@@ -74,11 +74,11 @@ def rank_parts(rec: dict, g1: float) -> list[dict[str, float]]:
     outside their steps (``meter.idle_times``): their idle is not taken out of the step time,
     so compute + comm + g1 == step (reading it as inside made their "communication" the
     negative of that wait)."""
-    info = schema.idle(rec)
+    info = rec.idle
     idle = {p["rank"]: p["idle_s"] for p in info.get("per_rank", [])}
     in_steps = info.get("synchronous", True)
     out = []
-    for rt in schema.rank_times(rec):
+    for rt in rec.rank_times:
         wait = idle.get(rt["rank"], 0.0)
         base = rt["steps"] * g1
         comm = rt["step_s"] - rt["compute_s"] - (wait if in_steps else 0.0) - base
@@ -88,7 +88,7 @@ def rank_parts(rec: dict, g1: float) -> list[dict[str, float]]:
     return out
 
 
-def per_step(rec: dict, g1: float) -> dict[str, float]:
+def per_step(rec: RunRecord, g1: float) -> dict[str, float]:
     """The rank-mean of ``rank_parts`` per measured step (seconds), and the words per rank per
     step: what the fitted model's terms are fitted to."""
     parts = rank_parts(rec, g1)
@@ -98,7 +98,7 @@ def per_step(rec: dict, g1: float) -> dict[str, float]:
     return out
 
 
-def split_loss(rec: dict, base: list[dict]) -> dict[str, Any]:
+def split_loss(rec: RunRecord, base: list[RunRecord]) -> dict[str, Any]:
     """The loss of ``rec`` against linear speedup over ``base`` (its 1-worker records), by part
     (see ``hvdscale.study.report.breakdown`` for the meaning).
 
@@ -109,7 +109,7 @@ def split_loss(rec: dict, base: list[dict]) -> dict[str, Any]:
         ``sends_nothing``, and the ``dominant`` part (``None`` when no part is above 0).
     """
     b = baseline(base)
-    T = schema.window_s(rec)
+    T = rec.window_s
     parts = rank_parts(rec, b.g1)
     n = len(parts)
     # Rank means, in seconds over the window.
@@ -120,14 +120,14 @@ def split_loss(rec: dict, base: list[dict]) -> dict[str, Any]:
     quiet = sends_nothing(rec)
     secs = {k: 0.0 if (k == "exposed_comm" and quiet) else max(0.0, v) for k, v in raw.items()}
     secs["unexplained"] = gap - sum(secs.values())
-    eff = 100.0 * schema.words(rec) / T / (schema.workers(rec) * b.w1)
+    eff = 100.0 * rec.words / T / (rec.workers * b.w1)
     out: dict[str, Any] = {"efficiency_pct": eff, "loss_pct": 100.0 * gap / T,
                            "seconds": secs, "measured_s": raw, "sends_nothing": quiet}
     for k in PARTS:
         out[k] = 100.0 * secs[k] / T
     top = max(PARTS, key=lambda k: out[k])
     out["dominant"] = top if out[top] > 0 else None
-    if schema.strategy_info(rec).get("compute_includes_allreduce"):
+    if rec.strategy.get("compute_includes_allreduce"):
         out["merged"] = ("compute includes the allreduce and the wait for slower ranks "
                          "(TensorFlow reduces inside the train step)")
     return out
