@@ -36,7 +36,6 @@ def handle(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from hvdscale.records.batch import BatchRecord
     from hvdscale.records.store import append_record
     from hvdscale.study.stepcost import batch as batchsize
     from hvdscale.study.stepcost.gemm import parse_sizes
@@ -47,9 +46,9 @@ def handle(args: argparse.Namespace) -> int:
                                     launcher=args.launcher, timeout_s=args.timeout,
                                     redo=args.redo, say=say)
     out = Path(args.out)
-    rec["plot"] = str(batchsize.plot(rec, out))
-    append_record(out, BatchRecord.from_dict(rec, where="the batch record being written"))
+    rec.plot = str(batchsize.plot(rec, out))
+    append_record(out, rec)
     md = batchsize.markdown(rec)
     (out / "batch.md").write_text(md)
-    print(json.dumps(rec, indent=1) if args.json else md, flush=True)
-    return 0 if all(p["status"] == "ok" for p in rec["points"]) else 1
+    print(json.dumps(rec.to_dict(), indent=1) if args.json else md, flush=True)
+    return 0 if all(p["status"] == "ok" for p in rec.points) else 1

@@ -52,9 +52,10 @@ class LaunchTiming:
 
 def write_timing(out: Path, label: str, round_: int, entry: dict[str, Any]) -> None:
     """Append one launch's timing line to ``out``'s ``sweep_timing.jsonl``."""
-    line = {"point": label, "round": round_, "at": round(time.time(), 3), **entry}
+    line = LaunchCost.from_dict({"point": label, "round": round_, "at": round(time.time(), 3),
+                                 **entry}, where="the sweep's timing line being written")
     with open(Path(out) / TIMING_FILE, "a", encoding="utf-8") as f:
-        f.write(json.dumps(line) + "\n")
+        f.write(json.dumps(line.to_dict()) + "\n")
 
 
 # --- records their sweep accounted for (issue 50) ------------------------------------------
