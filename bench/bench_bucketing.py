@@ -44,11 +44,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from bucketing_work import model_work_ratio, pad_ratio, rnn_ratio, work_imbalance
 
-from hvdscale.records import schema
+from hvdscale.records.run import RunRecord
 from hvdscale.study.sweep.single import RunLaunch, launch_run
 
 EMBED, HIDDEN, VOCAB = 128, 256, 8000
@@ -76,64 +77,78 @@ MODES: dict[str, tuple[list[str], tuple[int, ...] | None, bool]] = {
 }
 
 
-def run_point(np_: int, sets: list[str], out: str) -> dict:
+@dataclass(frozen=True)
+class Run:
+    """One launch: its record and the host's load averages around it."""
+
+    rec: RunRecord
+    loadavg_before: list[float]
+    loadavg_after: list[float]
+
+
+def run_point(np_: int, sets: list[str], out: str) -> Run:
     """One ``hvdscale run`` launch at ``np_`` ranks; its record, with the load around it."""
     load_before = os.getloadavg()
     # Generous: other workers load this machine, and a loaded pad-to-max loop run is slow.
     rec = launch_run(np_, "configs/demo.yaml", out, sets,
                      RunLaunch(env={"TF_CPP_MIN_LOG_LEVEL": "2"}, timeout_s=3600))
-    rec["loadavg_before"], rec["loadavg_after"] = list(load_before), list(os.getloadavg())
-    return rec
+    return Run(rec, list(load_before), list(os.getloadavg()))
 
 
 def sweep(modes: list[str], base: list[str], np_: int, repeats: int,
-          out: str) -> dict[str, list[dict]]:
+          out: str) -> dict[str, list[Run]]:
     """Every mode ``repeats`` times, the order rotated per repeat; the records per mode."""
-    recs: dict[str, list[dict]] = {m: [] for m in modes}
+    recs: dict[str, list[Run]] = {m: [] for m in modes}
     for r in range(repeats):
         for m in modes[r % len(modes):] + modes[: r % len(modes)]:
             t = time.monotonic()
-            rec = run_point(np_, [*base, *MODES[m][0]], out)
-            recs[m].append(rec)
+            run = run_point(np_, [*base, *MODES[m][0]], out)
+            recs[m].append(run)
             print(f"  np={np_} repeat {r + 1}/{repeats} {m:34s} "
-                  f"words/s={schema.words_per_s(rec):7.0f} "
-                  f"idle={100 * schema.idle_fraction(rec):5.1f}% "
-                  f"load={rec['loadavg_before'][0]:.1f} ({time.monotonic() - t:.0f}s)",
+                  f"words/s={run.rec.words_per_s:7.0f} "
+                  f"idle={100 * run.rec.idle_fraction:5.1f}% "
+                  f"load={run.loadavg_before[0]:.1f} ({time.monotonic() - t:.0f}s)",
                   file=sys.stderr, flush=True)
     return recs
 
 
-def med(recs: list[dict], f: Callable[[dict], float]) -> float:
-    """The median of ``f`` over ``recs``."""
-    return statistics.median(f(r) for r in recs)
+def med(runs: list[Run], f: Callable[[RunRecord], float]) -> float:
+    """The median of ``f`` over the runs' records."""
+    return statistics.median(f(r.rec) for r in runs)
 
 
-def raw(rec: dict) -> dict:
+def words_per_s(rec: RunRecord) -> float:
+    """The run's words/s (what ``med`` takes)."""
+    return rec.words_per_s
+
+
+def raw(run: Run) -> dict:
     """What the JSON keeps of one run."""
-    measured = schema.measure(rec)
-    return {"words_per_s": schema.words_per_s(rec), "window_s": schema.window_s(rec),
+    rec = run.rec
+    measured = rec.measure
+    return {"words_per_s": rec.words_per_s, "window_s": rec.window_s,
             "padding_ratio": pad_ratio(rec), "rnn_work_ratio": rnn_ratio(rec),
             "model_work_ratio": model_work_ratio(rec),
-            "idle_pct": 100 * schema.idle_fraction(rec),
-            "idle_ms_per_step": schema.idle_ms_per_step(rec),
-            "idle_per_rank_ms": [p["idle_ms_per_step"] for p in schema.idle_per_rank(rec)],
-            "idle_steps_per_rank": [p["idle_steps"] for p in schema.idle_per_rank(rec)],
-            "step_ms_median": 1e3 * schema.step_median_s(rec),
+            "idle_pct": 100 * rec.idle_fraction,
+            "idle_ms_per_step": rec.idle_ms_per_step,
+            "idle_per_rank_ms": [p["idle_ms_per_step"] for p in rec.idle_per_rank],
+            "idle_steps_per_rank": [p["idle_steps"] for p in rec.idle_per_rank],
+            "step_ms_median": 1e3 * rec.step_median_s,
             "steps": measured["steps"],
             "batches_per_rank": measured["batches_per_rank"],
             "bucketing_mode": measured.get("bucketing_mode"),
-            "loadavg_before": rec["loadavg_before"], "loadavg_after": rec["loadavg_after"]}
+            "loadavg_before": run.loadavg_before, "loadavg_after": run.loadavg_after}
 
 
-def idle_ms_of_rank(rec: dict, i: int) -> float:
+def idle_ms_of_rank(rec: RunRecord, i: int) -> float:
     """The ``i``-th computing rank's idle milliseconds per step."""
-    return schema.idle_per_rank(rec)[i]["idle_ms_per_step"]
+    return rec.idle_per_rank[i]["idle_ms_per_step"]
 
 
-def throughput_table(title: str, impl: str, recs: dict[str, list[dict]]) -> tuple[str, dict]:
+def throughput_table(title: str, impl: str, recs: dict[str, list[Run]]) -> tuple[str, dict]:
     """One rank count's throughput table (markdown) and its figures per mode."""
     applies = "padding" if impl == "loop" else "model work"
-    wps0 = med(recs[PAD_MAX], schema.words_per_s)
+    wps0 = med(recs[PAD_MAX], words_per_s)
     pr0, mw0 = med(recs[PAD_MAX], pad_ratio), med(recs[PAD_MAX], model_work_ratio)
     lines = [f"**{title}**\n",
              "|Batching|words/s (median)|Padding ratio|RNN work ratio|Model work ratio|"
@@ -142,10 +157,10 @@ def throughput_table(title: str, impl: str, recs: dict[str, list[dict]]) -> tupl
              "|:--|--:|--:|--:|--:|--:|--:|--:|--:|"]
     summary = {}
     for mode, rs in recs.items():
-        wps, pr, mw = med(rs, schema.words_per_s), med(rs, pad_ratio), \
+        wps, pr, mw = med(rs, words_per_s), med(rs, pad_ratio), \
             med(rs, model_work_ratio)
         rr = med(rs, rnn_ratio)
-        idle = med(rs, lambda r: 100 * schema.idle_fraction(r))
+        idle = med(rs, lambda r: 100 * r.idle_fraction)
         speedup = wps / wps0
         eff_pad, eff_work = speedup / (pr0 / pr), speedup / (mw0 / mw)
         summary[mode] = {"words_per_s": wps, "padding_ratio": pr, "rnn_work_ratio": rr,
@@ -162,7 +177,7 @@ def throughput_table(title: str, impl: str, recs: dict[str, list[dict]]) -> tupl
     return "\n".join(lines) + "\n", summary
 
 
-def straggler_table(recs_by_impl: dict[str, dict[str, list[dict]]], base: list[str],
+def straggler_table(recs_by_impl: dict[str, dict[str, list[Run]]], base: list[str],
                     np_: int) -> tuple[str, dict]:
     """The straggler table (markdown) at ``np_`` ranks and its figures per mode."""
     lines = ["|RNN|Batches|Idle per step, mean over ranks (ms)|Idle (% of rank time)|"
@@ -175,21 +190,21 @@ def straggler_table(recs_by_impl: dict[str, dict[str, list[dict]]], base: list[s
         for mode, rs in recs.items():
             if mode == PAD_MAX or mode.startswith("pad to batch"):
                 continue
-            idle = med(rs, schema.idle_ms_per_step)
-            frac = med(rs, lambda r: 100 * schema.idle_fraction(r))
-            last = schema.idle_per_rank(rs[-1])
+            idle = med(rs, lambda r: r.idle_ms_per_step)
+            frac = med(rs, lambda r: 100 * r.idle_fraction)
+            last = rs[-1].rec.idle_per_rank
             per = " / ".join(
                 f"r{p['rank']}: {med(rs, lambda r, i=i: idle_ms_of_rank(r, i)):.1f}"
                 for i, p in enumerate(last))
             out_of = " / ".join(f"r{p['rank']}: {p['idle_steps']}" for p in last)
-            batches = " / ".join(str(c) for c in schema.measure(rs[-1])["batches_per_rank"])
-            step = med(rs, lambda r: 1e3 * schema.step_median_s(r))
-            wps = med(rs, schema.words_per_s)
+            batches = " / ".join(str(c) for c in rs[-1].rec.measure["batches_per_rank"])
+            step = med(rs, lambda r: 1e3 * r.step_median_s)
+            wps = med(rs, words_per_s)
             implied = work_imbalance([*base, f"model.rnn_impl={impl}", *MODES[mode][0]], np_)
             summary[f"{impl}: {mode}"] = {"idle_ms_per_step": idle, "idle_pct": frac,
                                           "implied_idle_pct": implied["idle_pct"],
                                           "step_ms": step, "words_per_s": wps,
-                                          "steps": schema.measured_steps(rs[-1])}
+                                          "steps": rs[-1].rec.measured_steps}
             lines.append(f"|{impl}|{mode}|{idle:.1f}|{frac:.1f}|{implied['idle_pct']:.1f}|"
                          f"{per}|{out_of}|{batches}|{step:.1f}|{wps:.0f}|")
     glob = [(k, v["idle_pct"]) for k, v in summary.items() if k.endswith("global")]
@@ -299,10 +314,10 @@ def _intro(repeats: int, sentences: int, load0: tuple[float, float, float]) -> l
 
 def _throughput(args: argparse.Namespace, nps: list[int], impls: list[str], base: list[str],
                 repeats: int, out: str, md: list[str],
-                result: dict) -> dict[int, dict[str, dict[str, list[dict]]]]:
+                result: dict) -> dict[int, dict[str, dict[str, list[Run]]]]:
     """Sweep the modes for every rank count and implementation, adding each throughput table
     to ``md`` and its figures to ``result``; the records, by rank count and implementation."""
-    by_np_impl: dict[int, dict[str, dict[str, list[dict]]]] = {}
+    by_np_impl: dict[int, dict[str, dict[str, list[Run]]]] = {}
     for np_ in nps:
         for impl in impls:
             print(f"np={np_}, rnn_impl={impl}", file=sys.stderr)
@@ -318,7 +333,7 @@ def _throughput(args: argparse.Namespace, nps: list[int], impls: list[str], base
     return by_np_impl
 
 
-def _straggler(recs: dict[str, dict[str, list[dict]]], base: list[str], np_: int,
+def _straggler(recs: dict[str, dict[str, list[Run]]], base: list[str], np_: int,
                md: list[str], result: dict) -> None:
     """The straggler section at ``np_`` ranks (from the same runs), into ``md`` and ``result``."""
     md.append(f"## Straggler cost at np={np_}: idle time per step (same runs)\n")

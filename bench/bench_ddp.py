@@ -31,7 +31,7 @@ from pathlib import Path
 
 from emit import emit, paired, words_per_s  # bench/ is on sys.path when a script runs
 
-from hvdscale.records import schema
+from hvdscale.records.run import RunRecord
 from hvdscale.study.sweep.single import RunLaunch, launch_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,15 +63,15 @@ def run_once(config: str, np_: int, sets: tuple[str, ...], out: str) -> dict:
     """One ``mpirun -np N hvdscale run``; returns its record with the load around it."""
     before = os.getloadavg()
     rec = launch_run(np_, config, out, sets, RunLaunch(cwd=ROOT))
-    return {"words_per_s": schema.words_per_s(rec), "step_ms": schema.step_median_s(rec) * 1e3,
+    return {"words_per_s": rec.words_per_s, "step_ms": rec.step_median_s * 1e3,
             "breakdown": breakdown(rec), "load_before": list(before),
             "load_after": list(os.getloadavg())}
 
 
-def breakdown(rec: dict) -> dict:
+def breakdown(rec: RunRecord) -> dict:
     """Where a step goes, in one shape for both: step, compute and communication (ms)."""
-    s = schema.strategy_info(rec)
-    out = {"step_ms": schema.step_median_s(rec) * 1e3}
+    s = rec.strategy
+    out = {"step_ms": rec.step_median_s * 1e3}
     log = s.get("ddp_logging")
     if log:  # nanoseconds, DDP's sampled iterations
         out.update(forward_ms=log.get("avg_forward_compute_time", 0) / 1e6,
@@ -79,7 +79,7 @@ def breakdown(rec: dict) -> dict:
                    comm_ms=log.get("avg_backward_comm_time", 0) / 1e6,
                    overlap_ms=log.get("avg_backward_compute_comm_overlap_time", 0) / 1e6,
                    buckets=len(str(s.get("bucket_sizes", "")).split(",")))
-    med = schema.timeline_summary(rec).get("median") or {}
+    med = rec.timeline_summary.get("median") or {}
     if med:
         out.update(comm_ms=med.get("allreduce_ms"), fused_buffers=med.get("fused_buffers"))
     return out

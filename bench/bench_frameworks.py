@@ -18,7 +18,6 @@ import tempfile
 
 from emit import emit  # bench/ is on sys.path when a script runs
 
-from hvdscale.records import schema
 from hvdscale.study.sweep.single import RunLaunch, launch_run
 
 # (label, ranks, strategy, --set overrides)
@@ -50,8 +49,8 @@ def main() -> int:
                 rec = launch_run(n, args.config, out,
                                  [f"strategy.name={strategy}", *args.set, *sets],
                                  RunLaunch(env={"TF_CPP_MIN_LOG_LEVEL": "2"}))
-                wps[label].append(schema.words_per_s(rec))
-                step_ms[label].append(schema.step_median_s(rec) * 1e3)
+                wps[label].append(rec.words_per_s)
+                step_ms[label].append(rec.step_median_s * 1e3)
                 print(f"repeat {r + 1}/{args.repeats} {label:34s} "
                       f"words/s={wps[label][-1]:.0f}", file=sys.stderr, flush=True)
     med = {k: statistics.median(v) for k, v in wps.items()}

@@ -32,7 +32,7 @@ from pathlib import Path
 from emit import emit  # bench/ is on sys.path when a script runs
 from scratch import scratch_dir
 
-from hvdscale.records import schema
+from hvdscale.records.run import RunRecord
 from hvdscale.study.fusion import horovod as fusion
 from hvdscale.study.fusion import report as fusion_report
 from hvdscale.study.fusion.settings import HOROVOD_DEFAULT, Setting
@@ -197,10 +197,10 @@ def _timeline(out: Path, row: dict | None) -> dict | None:
     meds = [s["median"] | {"cycle_gap_ms": s["cycles"]["median_gap_ms"],
                            "buffer_bytes_max": s["buffers"]["max_bytes"]}
             for r in read_out(out)
-            if schema.is_ok(r) and (s := schema.timeline_summary(r))
-            and schema.strategy_name(r) == "horovod"
-            and setting(schema.horovod_settings(r)) == want
-            and not schema.horovod_settings(r)["autotune"]]
+            if isinstance(r, RunRecord) and (s := r.timeline_summary)
+            and r.strategy_name == "horovod"
+            and setting(r.horovod_settings) == want
+            and not r.horovod_settings["autotune"]]
     if not meds:
         return None
     return {k: statistics.median([m[k] for m in meds if m.get(k) is not None])

@@ -27,14 +27,14 @@ from pathlib import Path
 
 from emit import emit  # bench/ is on sys.path when a script runs
 
-from hvdscale.records import schema
+from hvdscale.records.run import RunRecord
 from hvdscale.study.sweep.launcher import read_out
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED_RATIO = 43398 / 55411
 
 
-def point(device: str, impl: str, extra: list[str]) -> dict:
+def point(device: str, impl: str, extra: list[str]) -> RunRecord:
     """One np=1 run; returns its record."""
     out = tempfile.mkdtemp(prefix="bench_gpu_rnn-")
     cmd = [sys.executable, "-m", "hvdscale", "run", "configs/nmt_torch.yaml", "--out", out,
@@ -45,7 +45,10 @@ def point(device: str, impl: str, extra: list[str]) -> dict:
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"bench_gpu_rnn: {device}/{impl} failed:\n{r.stderr[-3000:]}")
-    return read_out(Path(out))[-1]
+    rec = read_out(Path(out))[-1]
+    if not isinstance(rec, RunRecord):
+        sys.exit(f"bench_gpu_rnn: {device}/{impl} wrote a {rec.kind} record, not a run's")
+    return rec
 
 
 def main() -> int:
@@ -64,10 +67,10 @@ def main() -> int:
         for device in ("cuda", "cpu"):
             for impl in ("fused", "loop", "compiled")[: 3 if device == "cuda" else 2]:
                 rec = point(device, impl, cpu_extra if device == "cpu" else prec)
-                wps.setdefault(f"{device}/{impl}", []).append(schema.words_per_s(rec))
-                if compiled := schema.compile_info(rec):
+                wps.setdefault(f"{device}/{impl}", []).append(rec.words_per_s)
+                if compiled := (rec.compile or {}):
                     compile_s.append(compiled["compile_s"])
-                gpu = gpu or schema.device(rec)["gpu"]
+                gpu = gpu or rec.device["gpu"]
     med = {k: statistics.median(v) for k, v in wps.items()}
     emit({"config": "configs/nmt_torch.yaml", "np": 1, "repeats": args.repeats,
           "precision": args.precision,

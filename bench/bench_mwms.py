@@ -24,7 +24,6 @@ from pathlib import Path
 
 from emit import emit, paired, words_per_s  # bench/ is on sys.path when a script runs
 
-from hvdscale.records import schema
 from hvdscale.study.sweep.single import RunLaunch, launch_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,8 +41,8 @@ def run_once(config: str, np_: int, sets: tuple[str, ...], out: str) -> dict:
     rec = launch_run(np_, config, out, ["framework=tf", *sets],
                      RunLaunch(quiet=True, env={"TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=ROOT))
     wall = time.monotonic() - t0
-    return {"words_per_s": schema.words_per_s(rec), "step_ms": schema.step_median_s(rec) * 1e3,
-            "wall_s": wall, "strategy": schema.strategy_info(rec).get("name"),
+    return {"words_per_s": rec.words_per_s, "step_ms": rec.step_median_s * 1e3,
+            "wall_s": wall, "strategy": rec.strategy.get("name"),
             "load_before": list(before), "load_after": list(os.getloadavg())}
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from emit import emit, paired, quiet_label  # bench/ is on sys.path when a script runs
 
-from hvdscale.records import schema
+from hvdscale.records.run import RunRecord
 from hvdscale.study.sweep.launcher import read_out
 
 IMPLS = ("fused", "loop", "compiled")
@@ -44,18 +44,18 @@ def _launches(out: str) -> list[dict]:
     """Every ok record of the results directory, as the raw file keeps it."""
     rows = []
     for rec in read_out(Path(out)):
-        if not schema.is_ok(rec):
+        if not isinstance(rec, RunRecord):
             continue
-        name = schema.name(rec)
-        prec = schema.precision_in_force(rec)
-        rows.append({"precision": schema.configured_precision(rec),
-                     "impl": schema.model_config(rec)["rnn_impl"], "np": schema.ranks(rec),
+        name = rec.name
+        prec = rec.precision or {}
+        rows.append({"precision": rec.configured_precision,
+                     "impl": rec.model_config["rnn_impl"], "np": rec.ranks,
                      "round": int(name.rsplit("-round", 1)[1]) if "-round" in name else 1,
-                     "words_per_s": schema.words_per_s(rec),
-                     "step_median_s": schema.step_median_s(rec),
-                     "compile_s": schema.compile_info(rec).get("compile_s"),
+                     "words_per_s": rec.words_per_s,
+                     "step_median_s": rec.step_median_s,
+                     "compile_s": (rec.compile or {}).get("compile_s"),
                      "wire": prec["wire"], "grads": prec["grads"],
-                     "loadavg": schema.loadavg(rec)})
+                     "loadavg": rec.loadavg})
     return rows
 
 

@@ -31,7 +31,7 @@ from typing import Any
 from scratch import scratch_dir  # bench/ is on sys.path when a script runs
 from simulated import testbed
 
-from hvdscale.records import schema
+from hvdscale.records.run import RunRecord
 from hvdscale.records.store import read_records
 from hvdscale.study.predict.validate import evaluate
 
@@ -120,7 +120,7 @@ def _round(k: int, h: Any, work: Path, args: argparse.Namespace, extra: list[str
         out.mkdir(parents=True, exist_ok=True)
         t0 = time.time()
         _sweep(h, config, _nps(args.max_np), out, extra)
-        recs = [r for r in read_records(out) if schema.is_ok(r)]
+        recs = [r for r in read_records(out) if isinstance(r, RunRecord)]
         nbytes = reduced_bytes_per_step(load_config(str(ROOT / config), SETS))
         rnd["rows"][config] = evaluate(recs, args.fit_max, list(range(1, args.max_np + 1)),
                                        nbytes)

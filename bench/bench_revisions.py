@@ -23,7 +23,6 @@ from pathlib import Path
 
 from emit import emit  # bench/ is on sys.path when a script runs
 
-from hvdscale.records import schema
 from hvdscale.study.sweep.single import RunLaunch, launch_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +51,7 @@ def one_run(tree: Path, args: argparse.Namespace, out: Path) -> dict:
                      RunLaunch(quiet=True,
                                env={"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(tree)},
                                timeout_s=900, cwd=tree))
-    return {"words_per_s": schema.words_per_s(rec), "load_before": before,
+    return {"words_per_s": rec.words_per_s, "load_before": before,
             "load_after": os.getloadavg()[0]}
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from emit import emit, paired, quiet_label, recorded_loads  # bench/ is on sys.path
 
-from hvdscale.records import schema
+from hvdscale.records.run import RunRecord
 from hvdscale.study.sweep.cost import sweep_cost
 from hvdscale.study.sweep.launcher import read_out
 
@@ -64,25 +64,25 @@ def one_sweep(args: argparse.Namespace, out: Path, way: str, r: int) -> dict[str
     wall = time.monotonic() - t0
     if r.returncode != 0:
         raise SystemExit(f"sweep failed ({way}): {r.stderr[-2000:]}")
-    recs = [x for x in read_out(out) if schema.is_ok(x)]
+    recs = [x for x in read_out(out) if isinstance(x, RunRecord)]
     cost = sweep_cost(recs, out)
-    points = {_label(x): {"words_per_s": schema.words_per_s(x),
-                          "fingerprints": schema.fingerprints(x),
-                          "position": (schema.launch(x) or {}).get("position"),
-                          "window_s": schema.window_s(x), "warmup_s": schema.warmup_s(x),
-                          "rel_ci95": (schema.interval(x) or {}).get("rel_ci95"),
-                          "target_met": (schema.interval(x) or {}).get("met"),
-                          "loadavg": schema.loadavg(x)} for x in recs}
+    points = {_label(x): {"words_per_s": x.words_per_s,
+                          "fingerprints": x.fingerprints,
+                          "position": (x.launch or {}).get("position"),
+                          "window_s": x.window_s, "warmup_s": x.warmup_s,
+                          "rel_ci95": (x.interval or {}).get("rel_ci95"),
+                          "target_met": (x.interval or {}).get("met"),
+                          "loadavg": x.loadavg} for x in recs}
     return {"wall_s": round(wall, 3), "load_before": load_before,
             "load_after": list(os.getloadavg()), "points": points,
             "cost": {**asdict(cost), "rest_s": cost.rest_s, "per_point_s": cost.per_point_s,
                      "measured_fraction": cost.measured_fraction} if cost else None}
 
 
-def _label(rec: dict[str, Any]) -> str:
+def _label(rec: RunRecord) -> str:
     # The name carries the sweep's own round (``--sweep-repeats``).
-    return (f"{schema.config(rec)['framework']} {schema.strategy_name(rec)} "
-            f"np={schema.ranks(rec)} {schema.name(rec)}")
+    return (f"{rec.config['framework']} {rec.strategy_name} "
+            f"np={rec.ranks} {rec.name}")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

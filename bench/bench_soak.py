@@ -14,7 +14,6 @@ import tempfile
 
 from emit import emit  # bench/ is on sys.path when a script runs
 
-from hvdscale.records import schema
 from hvdscale.study.sweep.single import RunLaunch, launch_run
 
 
@@ -29,15 +28,15 @@ def main() -> int:
         rec = launch_run(2, args.config, out, [f"measure.steps={args.steps}",
                                                f"strategy.name={args.strategy}"],
                          RunLaunch(env={"TF_CPP_MIN_LOG_LEVEL": "2"}, timeout_s=3600))
-    dec = schema.step_time_deciles(rec)
+    dec = rec.step_time_deciles
     result = {
         "config": args.config, "strategy": args.strategy, "steps": args.steps,
-        "ranks": schema.ranks(rec), "words_per_s": schema.words_per_s(rec),
-        "memory": schema.memory(rec),
-        "rss_growth_mb": [m["rss_last_mb"] - m["rss_first_mb"] for m in schema.memory(rec)],
+        "ranks": rec.ranks, "words_per_s": rec.words_per_s,
+        "memory": rec.memory,
+        "rss_growth_mb": [m["rss_last_mb"] - m["rss_first_mb"] for m in rec.memory],
         "step_time_decile_medians_ms": [round(d * 1e3, 2) for d in dec],
         "last_over_first_decile": dec[-1] / dec[0] if dec else None,
-        "step_jitter_ms": schema.step_time(rec)["jitter"] * 1e3,
+        "step_jitter_ms": rec.step_time["jitter"] * 1e3,
     }
     emit(result, args.json)
     return 0

@@ -27,7 +27,6 @@ from pathlib import Path
 
 from emit import emit  # bench/ is on sys.path when a script runs
 
-from hvdscale.records import schema
 from hvdscale.study.sweep.single import RunLaunch, launch_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,7 +71,7 @@ def one_run(fw: str, name: str, args: argparse.Namespace, out: Path) -> dict:
     rec = launch_run(args.np, cfg, out, sets,
                      RunLaunch(quiet=True, launcher_args=("--oversubscribe",),
                                env={"TF_CPP_MIN_LOG_LEVEL": "2"}, timeout_s=900, cwd=ROOT))
-    st = schema.strategy_info(rec)
+    st = rec.strategy
     workers = len(st["workers"]) if name.startswith("ps") else 1
     if name.startswith("ps"):
         sx = st.get("sparse_embeddings", {})
@@ -80,10 +79,10 @@ def one_run(fw: str, name: str, args: argparse.Namespace, out: Path) -> dict:
             b = sx["bytes_per_step"]
             nbytes = b["push_bytes"] + b["pull_bytes"]
         else:  # dense: every worker pushes and pulls the whole model
-            nbytes = 2.0 * workers * schema.model_params(rec) * 4
+            nbytes = 2.0 * workers * rec.model_params * 4
     else:
         nbytes = horovod_bytes(cfg, sets, args.np)
-    return {"words_per_s": schema.words_per_s(rec), "bytes_per_step": nbytes,
+    return {"words_per_s": rec.words_per_s, "bytes_per_step": nbytes,
             "bytes_per_worker_step": nbytes / workers, "workers": workers,
             "choices": st.get("sparse_embeddings", {}).get("choices"),
             "load_before": before, "load_after": list(os.getloadavg())}

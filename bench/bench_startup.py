@@ -31,7 +31,6 @@ from emit import emit, paired, quiet_label  # bench/ is on sys.path when a scrip
 from simulated import testbed
 
 from hvdscale.core.threads import single_host_launch_env
-from hvdscale.records import schema
 from hvdscale.records.provenance import mpi_library, mpi_transports
 from hvdscale.study.sweep.launcher import launch_env, launch_line, read_out
 
@@ -78,7 +77,7 @@ def one_round(k: int, np_: int, out: Path) -> dict:
     for name in (order if k % 2 == 0 else order[::-1]):
         row[f"{name}_s"] = _timed(cmds[name], extra.get(name))
     rec = read_out(out)[-1]
-    marks = schema.startup(rec)
+    marks = rec.startup
     row["startup_max_s"], row["startup_total_s"] = marks["max_s"], marks["total_max_s"]
     return row
 

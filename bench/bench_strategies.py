@@ -19,7 +19,6 @@ import tempfile
 
 from emit import emit  # bench/ is on sys.path when a script runs
 
-from hvdscale.records import schema
 from hvdscale.study.sweep.single import RunLaunch, launch_run
 
 STRATEGIES = ("independent", "horovod", "ps")
@@ -50,10 +49,10 @@ def main() -> int:
                 # rests on the run itself, not on one reading at the end.
                 before = list(os.getloadavg())
                 rec = run_point(args.config, args.np, s, out, args.set)
-                launches.append({"repeat": r, "strategy": s, "words_per_s": schema.words_per_s(rec),
+                launches.append({"repeat": r, "strategy": s, "words_per_s": rec.words_per_s,
                                  "load_before": before, "load_after": list(os.getloadavg())})
-                wps[s].append(schema.words_per_s(rec))
-                step_ms[s].append(schema.step_median_s(rec) * 1e3)
+                wps[s].append(rec.words_per_s)
+                step_ms[s].append(rec.step_median_s * 1e3)
                 print(f"repeat {r + 1}/{args.repeats} {s:12s} words/s={wps[s][-1]:.0f}",
                       file=sys.stderr, flush=True)
     med = {s: statistics.median(v) for s, v in wps.items()}

@@ -28,7 +28,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # hvdscale is imported where it is used: the script starts without it
+    from hvdscale.records.run import RunRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["measure.warmup_steps=3", "measure.steps=10"]
@@ -71,10 +74,11 @@ def can_run_np2() -> str | None:
     return None if r.returncode == 0 else "torch.distributed has no gloo"
 
 
-def run_demo(impl: str, np: int, device: str, sets: list[str]) -> dict[str, Any]:
+def run_demo(impl: str, np: int, device: str, sets: list[str]) -> RunRecord:
     """One ``hvdscale run`` of the demo on ``device``; returns its record. np > 1 is launched
     as a sweep point is (``launch_run``: the sweep's mpirun line and environment)."""
     from hvdscale.errors import HvdscaleError
+    from hvdscale.records.run import RunRecord
     from hvdscale.records.store import read_records
     from hvdscale.study.sweep.single import RunLaunch, launch_run, run_program
 
@@ -91,7 +95,10 @@ def run_demo(impl: str, np: int, device: str, sets: list[str]) -> dict[str, Any]
                        capture_output=True, text=True, timeout=900)
     if r.returncode != 0:
         raise PartFailed(f"{impl} np={np} exit {r.returncode}: {r.stderr.strip()[-1500:]}")
-    return read_records(out)[-1]
+    rec = read_records(out)[-1]
+    if not isinstance(rec, RunRecord):
+        raise PartFailed(f"{impl} np={np} wrote a {rec.kind} record, not a run's")
+    return rec
 
 
 def _adapter(impl: str, device: str) -> Any:
@@ -178,8 +185,6 @@ def timing(impl: str, device: str, steps: int = 20) -> dict[str, Any]:
 
 def demo_runs(result: dict[str, Any], device: str) -> None:
     """Part 1: the demo through ``hvdscale run``, fused and loop, np=1 and (ddp) np=2."""
-    from hvdscale.records import schema
-
     why_not = can_run_np2()
     result["np2_skipped_because"] = why_not
     if why_not:
@@ -187,16 +192,16 @@ def demo_runs(result: dict[str, Any], device: str) -> None:
     for np in [1] if why_not else [1, 2]:
         for impl in ("fused", "loop"):
             rec = run_demo(impl, np, device, [])
-            where = schema.device(rec)
+            where = rec.device
             result["runs"].append({"np": np, "rnn_impl": impl,
-                                   "words_per_s": schema.words_per_s(rec),
-                                   "strategy": schema.strategy_name(rec),
-                                   "step_time_median_s": schema.step_median_s(rec),
+                                   "words_per_s": rec.words_per_s,
+                                   "strategy": rec.strategy_name,
+                                   "step_time_median_s": rec.step_median_s,
                                    "device": where,
                                    "gpu_operations":
-                                       schema.strategy_info(rec).get("gpu_operations"),
-                                   "memory": schema.memory(rec)})
-            print(f"gpu_check: demo {impl} np={np}: {schema.words_per_s(rec):.0f} words/s",
+                                       rec.strategy.get("gpu_operations"),
+                                   "memory": rec.memory})
+            print(f"gpu_check: demo {impl} np={np}: {rec.words_per_s:.0f} words/s",
                   flush=True)
             if where["per_rank"][0]["kind"] != device:
                 raise PartFailed(f"{impl} np={np} did not run on {device}: {where}")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.config import load_config
-from hvdscale.records import schema
+from hvdscale.records.run import RunRecord
 from hvdscale.records.store import load_records
 from hvdscale.study.predict.inputs import reduced_bytes_per_step
 from hvdscale.study.predict.validate import evaluate
@@ -33,32 +33,31 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {"demo": "configs/demo.yaml", "nmt_cpu_seed": "configs/nmt_cpu_seed.yaml"}
 
 
-def _ok(folder: Path) -> list[dict]:
+def _ok(folder: Path) -> list[RunRecord]:
     """The ok records of one round's sweep, less those its sweep never accounted for (finished
     after a deadline cut it; ``hvdscale.study.sweep.overhead.unaccounted``)."""
     if not folder.is_dir():
         return []
-    return [r for _, r in unaccounted(load_records(folder))[0] if schema.is_ok(r)]
+    return [r for _, r in unaccounted(load_records(folder))[0] if isinstance(r, RunRecord)]
 
 
-def scaling_rows(rounds: list[list[dict]]) -> list[dict]:
+def scaling_rows(rounds: list[list[RunRecord]]) -> list[dict]:
     """Words/s (median over the rounds, min-max), and the speedup paired within each round:
     round k's n-rank words/s over round k's own 1-rank words/s of the same strategy (issue 50:
     never over another round's base), its median and range over the rounds that have both."""
-    cells: dict[tuple[str, int], dict[int, dict]] = {}
+    cells: dict[tuple[str, int], dict[int, RunRecord]] = {}
     for k, recs in enumerate(rounds):
         for r in recs:
-            cells.setdefault((schema.strategy_name(r), schema.workers(r)), {})[k] = r
+            cells.setdefault((r.strategy_name, r.workers), {})[k] = r
     rows = []
     for (s, n), by in sorted(cells.items()):
-        ws = [schema.words_per_s(r) for r in by.values()]
+        ws = [r.words_per_s for r in by.values()]
         one = cells.get((s, 1), {})
-        sp = [schema.words_per_s(r) / schema.words_per_s(one[k]) for k, r in by.items()
-              if k in one]
+        sp = [r.words_per_s / one[k].words_per_s for k, r in by.items() if k in one]
         row: dict[str, Any] = {"strategy": s, "n": n, "rounds": len(ws),
                                "words_per_s": statistics.median(ws), "min": min(ws),
                                "max": max(ws), "paired_rounds": len(sp),
-                               "loadavg_1min": [schema.loadavg(r)[0] for r in by.values()]}
+                               "loadavg_1min": [r.loadavg[0] for r in by.values()]}
         if sp:
             row["speedup"] = statistics.median(sp)
             row["speedup_min"], row["speedup_max"] = min(sp), max(sp)
@@ -73,21 +72,21 @@ def scaling_rows(rounds: list[list[dict]]) -> list[dict]:
     return rows
 
 
-def validation_rows(name: str, rounds: list[list[dict]], fit_max: int) -> list[dict]:
+def validation_rows(name: str, rounds: list[list[RunRecord]], fit_max: int) -> list[dict]:
     """Per round: fit on n <= fit_max, the error at every larger n."""
     nbytes = reduced_bytes_per_step(load_config(str(ROOT / CONFIGS[name])))
     out = []
     for k, recs in enumerate(rounds):
-        ranks = sorted({schema.workers(r) for r in recs})
+        ranks = sorted({r.workers for r in recs})
         # A strategy cut before a second rank count <= fit_max cannot be fitted: named, and
         # the others still fitted (any two or more rank counts fit: 1, 2, 4 is enough).
         small: dict[str, set[int]] = {}
         for r in recs:
-            if schema.workers(r) <= fit_max:
-                small.setdefault(schema.strategy_name(r), set()).add(schema.workers(r))
+            if r.workers <= fit_max:
+                small.setdefault(r.strategy_name, set()).add(r.workers)
         out += [{"round": k, "error": f"strategy {s}: only n = {min(ns)} measured up to "
                  f"n = {fit_max}, not fitted"} for s, ns in sorted(small.items()) if len(ns) < 2]
-        recs = [r for r in recs if len(small.get(schema.strategy_name(r), ())) >= 2]
+        recs = [r for r in recs if len(small.get(r.strategy_name, ())) >= 2]
         try:
             rows = evaluate(recs, fit_max, ranks, nbytes)
         except Exception as e:  # one round's failed fit must not hide the others' tables

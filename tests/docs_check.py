@@ -236,7 +236,16 @@ def all_problems(root: Path = ROOT) -> list[str]:
     problems = []
     for page in doc_files(root):
         problems += link_problems(page, root) + cli_problems(page, parser, root)
-    return problems
+    return problems + generated_problems(root)
+
+
+def generated_problems(root: Path = ROOT) -> list[str]:
+    """docs/records.md and records.schema.json differing from the record kinds' declarations."""
+    from hvdscale.records.docs import outputs
+
+    return [f"{path.relative_to(root)}: out of date; run python -m hvdscale.records.docs"
+            for path, text in outputs(root).items()
+            if not path.is_file() or path.read_text() != text]
 
 
 if __name__ == "__main__":

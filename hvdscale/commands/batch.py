@@ -46,9 +46,9 @@ def handle(args: argparse.Namespace) -> int:
                                     launcher=args.launcher, timeout_s=args.timeout,
                                     redo=args.redo, say=say)
     out = Path(args.out)
-    rec["plot"] = str(batchsize.plot(rec, out))
+    rec.plot = str(batchsize.plot(rec, out))
     append_record(out, rec)
     md = batchsize.markdown(rec)
     (out / "batch.md").write_text(md)
-    print(json.dumps(rec, indent=1) if args.json else md, flush=True)
-    return 0 if all(p["status"] == "ok" for p in rec["points"]) else 1
+    print(json.dumps(rec.to_dict(), indent=1) if args.json else md, flush=True)
+    return 0 if all(p["status"] == "ok" for p in rec.points) else 1

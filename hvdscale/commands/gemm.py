@@ -55,6 +55,7 @@ def handle(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
+    from hvdscale.records.gemm import GemmRecord
     from hvdscale.records.store import append_record, check_writable
     from hvdscale.study.stepcost import gemm, gemm_report
 
@@ -74,7 +75,7 @@ def handle(args: argparse.Namespace) -> int:
     if not args.no_plot:
         rec["plots"] = [str(p) for p in gemm_report.plot(rec, Path(out))]
         md += "\nPlots: " + ", ".join(rec["plots"]) + "\n"
-    append_record(out, rec)
+    append_record(out, GemmRecord.from_dict(rec, where="the gemm record being written"))
     (Path(out) / "gemm.md").write_text(md)
     print(json.dumps(rec, indent=1) if args.json else md, flush=True)
     return 0

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from hvdscale.commands import common
-from hvdscale.records import schema
+from hvdscale.records.run import RunRecord
 
 NAME = "run"
 # Runs on every rank of a job: the caller (cli) ends the whole job on any error, so no rank
@@ -42,10 +42,14 @@ def handle(args: argparse.Namespace) -> int:
     finally:
         progress.close()  # the summary line (or the error) takes the live line's place
     if record is not None:  # rank 0: the run in one line
-        k, fw = schema.key(record), schema.config(record)["framework"]
-        print(f"hvdscale: {k['model']}/{fw}/{k['rnn_impl']}/{k['strategy']} "
-              f"ranks={schema.ranks(record)} words/s={schema.words_per_s(record):.1f} "
-              f"step={schema.step_median_s(record) * 1e3:.1f}ms "
-              f"(+-{schema.step_time(record)['jitter'] * 1e3:.1f}) "
-              f"loss={schema.final_loss(record):.4f}", flush=True)
+        print(_one_line(record), flush=True)
     return 0
+
+
+def _one_line(rec: RunRecord) -> str:
+    """The run's summary line: what ran, its words/s, step time and final loss."""
+    k, fw = rec.key, rec.config["framework"]
+    return (f"hvdscale: {k['model']}/{fw}/{k['rnn_impl']}/{k['strategy']} "
+            f"ranks={rec.ranks} words/s={rec.words_per_s:.1f} "
+            f"step={rec.step_median_s * 1e3:.1f}ms "
+            f"(+-{rec.step_time['jitter'] * 1e3:.1f}) loss={rec.final_loss:.4f}")

@@ -7,7 +7,6 @@ window is 0..N-1, bounded by barriers so every rank's window covers the same ste
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass, field
 
@@ -171,7 +170,6 @@ def summarize(ranks: list[dict], compute_ranks: list[int], synchronous: bool = T
         "padded_fraction": 1.0 - real / padded if padded else 0.0,
         "idle": idle_times(comp, synchronous),
         "rank_times": rank_times(comp),
-        "loadavg": list(os.getloadavg()),  # other jobs on these cores change every timing
         "step_time": spread(job_steps),
         # Medians of tenths of the measured steps: a long run's drift shows here.
         "step_time_deciles": [float(np.median(c)) for c in np.array_split(job_steps, 10)

@@ -14,9 +14,21 @@ Records written before start-up was measured have no ``startup``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 from hvdscale.core.startup import PHASES
+from hvdscale.records.fields import Doc
+
+
+class Startup(TypedDict):
+    """The run record's ``startup`` section."""
+
+    phases: Annotated[list[str], Doc("the phases, in the order they run")]
+    max_s: Annotated[dict[str, float], Doc("per phase, the slowest rank's", "s")]
+    total_max_s: Annotated[float, Doc("the slowest rank's process start to first step", "s")]
+    first_process_start: Annotated[float, Doc("the earliest rank's process start (epoch)", "s")]
+    per_rank: Annotated[list[dict[str, Any]], Doc("each rank's process start, total and "
+                                                  "phases", "s")]
 
 LABELS = {
     "imports": "interpreter and imports",

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.errors import HvdscaleError
+from hvdscale.records.fields import Record
 
 RESULTS_FILE = "results.jsonl"
 
@@ -156,11 +157,11 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def append_record(out_dir: str | Path, record: dict[str, Any]) -> Path:
+def append_record(out_dir: str | Path, record: Record) -> Path:
     """Append one record to ``out_dir/results.jsonl`` atomically; returns the file's path."""
     path = results_path(out_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(record, sort_keys=True, allow_nan=True) + "\n"
+    line = json.dumps(record.to_dict(), sort_keys=True, allow_nan=True) + "\n"
     with _locked(path):
         old = path.read_bytes() if path.exists() else b""
         if old and not old.endswith(b"\n"):
@@ -185,14 +186,16 @@ def append_record(out_dir: str | Path, record: dict[str, Any]) -> Path:
     return path
 
 
-def load_records(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
+def load_records(path: str | Path) -> list[tuple[str, Record]]:
     """All records under ``path`` (a results.jsonl file, or a directory searched recursively),
-    each with where it comes from (``FILE:LINE``), for messages that point at the bad one.
+    typed, each with where it comes from (``FILE:LINE``), for messages that point at the bad one.
 
     Raises:
-        HvdscaleError: a missing path, an unreadable or non-UTF-8 file, or a line that is not a
-            JSON object.
+        HvdscaleError: a missing path, an unreadable or non-UTF-8 file, a line that is not a
+            JSON object, or a record that is not what its kind declares (names the field).
     """
+    from hvdscale.records.kinds import typed
+
     p = Path(path)
     if not p.exists():
         raise HvdscaleError(f"no results at {p}")
@@ -217,10 +220,10 @@ def load_records(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
             if not isinstance(rec, dict):
                 raise HvdscaleError(f"{f}:{n} is not a JSON record (an object {{...}}), but "
                                     f"{type(rec).__name__} {line.strip()[:40]}")
-            records.append((f"{f}:{n}", rec))
+            records.append((f"{f}:{n}", typed(rec, f"{f}:{n}")))
     return records
 
 
-def read_records(path: str | Path) -> list[dict[str, Any]]:
+def read_records(path: str | Path) -> list[Record]:
     """All records under ``path`` (a results.jsonl file, or a directory searched recursively)."""
     return [rec for _, rec in load_records(path)]

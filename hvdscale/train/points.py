@@ -32,7 +32,7 @@ from hvdscale.core.progress import ProgressSettings, start_progress
 from hvdscale.core.supervise import abort_job, start_deadline, stop_deadline
 from hvdscale.core.world import is_gloo_launch, launch_rank
 from hvdscale.errors import HvdscaleError
-from hvdscale.records.schema import SCHEMA_VERSION
+from hvdscale.records.failed import FailedRecord
 from hvdscale.records.store import append_record, record_key
 from hvdscale.train.agree import agree
 from hvdscale.train.runner import LaunchParts, PointRun, prepare_launch, run_prepared
@@ -215,13 +215,12 @@ def _failed_record(launch: _Launch, cfg: RunConfig | None, point: PointRun,
                    errors: list[str]) -> None:
     """Rank 0: the failed record of a point that failed on every rank."""
     first = next((e for e in errors if e), "failed")
-    rec: dict[str, Any] = {
-        "schema": SCHEMA_VERSION, "status": "failed", "started": point.started,
-        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-        "ranks": len(errors), "error": f"failed on every rank: {first}",
-        "errors_per_rank": errors, "launch": point.launch}
-    if cfg is not None:
-        rec.update({"name": cfg.name, "key": record_key(cfg), "config": to_dict(cfg),
-                    "workers": cfg.strategy.workers(len(errors))})
-    append_record(launch.out_dir, rec)
+    known = {} if cfg is None else {
+        "name": cfg.name, "key": record_key(cfg), "config": to_dict(cfg),
+        "workers": cfg.strategy.workers(len(errors))}
+    append_record(launch.out_dir, FailedRecord(
+        status="failed", started=point.started,
+        finished=datetime.now(UTC).isoformat(timespec="seconds"), ranks=len(errors),
+        error=f"failed on every rank: {first}", errors_per_rank=errors, launch=point.launch,
+        **known))
 

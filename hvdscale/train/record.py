@@ -12,7 +12,7 @@ from hvdscale.config import to_dict
 from hvdscale.core.batching import Schedule
 from hvdscale.core.meter import summarize
 from hvdscale.core.world import hostname
-from hvdscale.records.schema import SCHEMA_VERSION
+from hvdscale.records.run import RunRecord
 from hvdscale.records.store import record_key
 from hvdscale.strategies.base import Adapter, Strategy
 from hvdscale.train.context import RunContext
@@ -45,46 +45,61 @@ def _threads(ctx: RunContext) -> dict[str, Any]:
 
 
 def build_record(ctx: RunContext, strategy: Strategy, adapter: Adapter, data: RunData,
-                 schedule: Schedule, ranks: list[dict]) -> dict:
-    """The record of a completed run (rank 0), from every rank's ``rank_entry`` in rank order."""
+                 schedule: Schedule, ranks: list[dict]) -> RunRecord:
+    """The record of a completed run (rank 0), from every rank's ``rank_entry`` in rank order:
+    each part from its one writer (``RunRecord.assemble`` refuses a field set twice)."""
+    compute = [r["rank"] for r in ranks if r["computes"]]
+    window = summarize(ranks, compute, strategy.synchronous)
+    return RunRecord.assemble({
+        "train/record.py _identity": _identity(ctx),
+        "train/record.py _run_facts": _run_facts(ctx, strategy, adapter, data, schedule),
+        "train/record.py _per_rank": _per_rank(ctx, ranks, window),
+        "core/meter.py summarize": window,
+    })
+
+
+def _identity(ctx: RunContext) -> dict[str, Any]:
+    """What was run, where, when and with what software."""
     from hvdscale.records.provenance import git_revision, versions
 
     cfg = ctx.cfg
-    compute = [r["rank"] for r in ranks if r["computes"]]
-    summary = summarize(ranks, compute, strategy.synchronous)
-    final_tokens = sum(r["last_tokens"] for r in ranks)
     return {
-        "schema": SCHEMA_VERSION,
-        "status": "ok",
-        "name": cfg.name,
-        "started": ctx.started,
+        "status": "ok", "name": cfg.name, "started": ctx.started,
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-        "argv": ctx.argv or sys.argv,
-        "config": to_dict(cfg),
-        "key": record_key(cfg),
-        "ranks": ctx.world.size,
-        "workers": len(compute),
-        "hosts": sorted({r["host"] for r in ranks}),
-        "rank_hosts": [r["host"] for r in ranks],
-        "launcher_backend": ctx.world.backend,
-        "threads": _threads(ctx),
-        "horovod_env": ctx.horovod["env"],
+        "argv": ctx.argv or sys.argv, "config": to_dict(cfg), "key": record_key(cfg),
+        "ranks": ctx.world.size, "launcher_backend": ctx.world.backend,
+        "threads": _threads(ctx), "horovod_env": ctx.horovod["env"],
         "horovod_used": ctx.horovod["used"],
-        "loadavg": list(os.getloadavg()),
+        "loadavg": list(os.getloadavg()),  # other jobs on these cores change every timing
         # The host's cores beside its load: hvdscale.records.load tells a busy host from both.
-        "host_cores": os.cpu_count(),
-        "versions": versions(),
-        "git": git_revision(),
-        "strategy": strategy.info(),
-        "model_params": adapter.num_params,
+        "host_cores": os.cpu_count(), "versions": versions(), "git": git_revision(),
+    }
+
+
+def _run_facts(ctx: RunContext, strategy: Strategy, adapter: Adapter, data: RunData,
+               schedule: Schedule) -> dict[str, Any]:
+    """The strategy's, model's, data's and schedule's facts."""
+    return {
+        "strategy": strategy.info(), "model_params": adapter.num_params,
         "vocab": {"src": data.src_vocab, "tgt": data.tgt_vocab},
         "truncated_sentences_rank0": data.corpus.truncated,
         "measure": {"warmup_steps": schedule.warmup_steps, "steps": schedule.steps,
                     "epochs": schedule.epochs, "aligned_buckets": schedule.aligned,
                     "bucketing_mode": schedule.mode,
                     "batches_per_rank": list(schedule.batches_per_rank)},
+    }
+
+
+def _per_rank(ctx: RunContext, ranks: list[dict], window: dict[str, Any]) -> dict[str, Any]:
+    """What the ranks sent: hosts, memory, devices, fingerprints, padding, last loss."""
+    cfg = ctx.cfg
+    final_tokens = sum(r["last_tokens"] for r in ranks)
+    return {
+        "workers": sum(1 for r in ranks if r["computes"]),
+        "hosts": sorted({r["host"] for r in ranks}),
+        "rank_hosts": [r["host"] for r in ranks],
         "padding": padding_summary([r["padding_profile"] for r in ranks if r["computes"]],
-                                   summary["words"], summary["padded_tokens"],
+                                   window["words"], window["padded_tokens"],
                                    cfg.model.rnn_impl),
         "final_loss": (sum(r["last_loss"] for r in ranks) / final_tokens
                        if final_tokens else None),
@@ -92,17 +107,17 @@ def build_record(ctx: RunContext, strategy: Strategy, adapter: Adapter, data: Ru
         **_compute_fields(cfg.strategy, ranks),
         "memory": [{"rank": r["rank"], "peak_rss_mb": r["peak_rss_mb"],
                     "rss_first_mb": r["rss_first_mb"], "rss_last_mb": r["rss_last_mb"],
-                    "peak_gpu_mem_mb": r["device"]["peak_gpu_mem_mb"]}
-                   for r in ranks],
+                    "peak_gpu_mem_mb": r["device"]["peak_gpu_mem_mb"]} for r in ranks],
         "device": {"requested": cfg.device, "gpu": ranks[0]["gpu"],
                    "shared_gpus": ctx.gpu_groups,
                    "per_rank": [{"rank": r["rank"], **r["device"]} for r in ranks]},
         "per_rank": [{"rank": r["rank"], "words": r["words"], "window_s": r["window_s"],
-                      "step_time_median": float(sorted(r["step_times"])[len(r["step_times"])//2])
-                      if r["step_times"] else None}
-                     for r in ranks],
-        **summary,
+                      "step_time_median": _median(r["step_times"])} for r in ranks],
     }
+
+
+def _median(xs: list[float]) -> float | None:
+    return float(sorted(xs)[len(xs) // 2]) if xs else None
 
 
 def _precision_info(adapter: Adapter) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from hvdscale.core.progress import ProgressReport
 from hvdscale.core.supervise import current_state, phase, start_deadline, stop_deadline
 from hvdscale.core.threads import export_threads, launch_local_size, single_host_mpi_env
 from hvdscale.core.world import World, is_gloo_launch, launch_rank, make_world
+from hvdscale.records.run import RunRecord
 from hvdscale.records.startup import summarize_startup
 from hvdscale.records.store import append_record
 from hvdscale.train.blocks import MAX_BLOCKS, BlockMeter
@@ -97,7 +98,7 @@ class PointRun:
 
 
 def run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None = None,
-        progress: ProgressReport | None = None) -> dict[str, Any] | None:
+        progress: ProgressReport | None = None) -> RunRecord | None:
     """Run ``cfg`` on this rank; rank 0 returns the record it wrote, other ranks None.
 
     ``progress`` is told each step and phase (rank 0's live line or plain lines; see
@@ -120,7 +121,7 @@ def run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None = None,
 
 
 def run_prepared(launch: LaunchParts, cfg: RunConfig, out_dir: str | Path, point: PointRun,
-                 progress: ProgressReport) -> dict[str, Any] | None:
+                 progress: ProgressReport) -> RunRecord | None:
     """Horovod, world and the preflight for ``cfg`` on a prepared launch; then ``_train``, and
     rank 0 writes the record it returns."""
     fw = launch.fw
@@ -167,7 +168,7 @@ def run_prepared(launch: LaunchParts, cfg: RunConfig, out_dir: str | Path, point
 
 
 def _train(ctx: RunContext, strategy_cfg: StrategyConfig, progress: ProgressReport,
-           point: PointRun) -> dict[str, Any] | None:
+           point: PointRun) -> RunRecord | None:
     """Data, model, strategy, schedule, the step loop and the gather; rank 0 returns the
     record, the other ranks None."""
     from hvdscale.strategies import make_strategy
@@ -207,10 +208,10 @@ def _train(ctx: RunContext, strategy_cfg: StrategyConfig, progress: ProgressRepo
     if rank != 0:
         return None
     record = build_record(ctx, strategy, adapter, data, schedule, ranks)
-    record["startup"] = summarize_startup([r["startup"] for r in ranks])
+    record.fill(startup=summarize_startup([r["startup"] for r in ranks]))
     hooks.complete(record, optim_used)
     if point.launch is not None:
-        record["launch"] = point.launch
+        record.fill(launch=point.launch)
     return record
 
 
@@ -234,15 +235,15 @@ class _StopHooks:
             if h is not None:
                 h.begin()
 
-    def complete(self, record: dict[str, Any], optim_used: Any) -> None:
+    def complete(self, record: RunRecord, optim_used: Any) -> None:
         """Rank 0: what the hooks add to the record (the steps run, not the cap)."""
         if self.tracker is not None:
-            record["quality"] = self.tracker.summary(optim_used)
+            record.fill(quality=self.tracker.summary(optim_used))
             if self.tracker.measure.until.active:
-                record["measure"]["steps"] = self.tracker.steps
+                record.measure["steps"] = self.tracker.steps
         if self.blocks is not None:
-            record["interval"] = self.blocks.summary()
-            record["measure"]["steps"] = self.blocks.steps
+            record.fill(interval=self.blocks.summary())
+            record.measure["steps"] = self.blocks.steps
 
 
 def _plan_steps(cfg: RunConfig, world: World, adapter: Any, strategy: Any,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from hvdscale.records.run import RunRecord
 from hvdscale.records.store import read_records
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,12 +42,12 @@ def test_a_rule_sweep_names_the_first_rule_to_the_target(tmp_path: Path) -> None
     assert "x rules none,sqrt_adam" in out
     launched = [ln for ln in out.splitlines() if re.match(r"\[\d/4\] round \d/2 ", ln)]
     assert sum(": ok " in ln for ln in launched) == 4, out
-    recs = [rec for rec in read_records(tmp_path) if rec.get("status") == "ok"]
-    optim = {rec["config"]["optim"]["scale_lr"]: rec["quality"]["optim"] for rec in recs}
+    recs = [rec for rec in read_records(tmp_path) if isinstance(rec, RunRecord)]
+    optim = {rec.config["optim"]["scale_lr"]: rec.quality_or_empty["optim"] for rec in recs}
     assert optim["none"]["lr_used"] == pytest.approx(0.01)
     assert optim["sqrt_adam"]["lr_used"] == pytest.approx(0.01 * 2 ** 0.5)
     assert optim["sqrt_adam"]["betas_used"] == pytest.approx([0.8, 0.998])
-    assert all(rec["quality"]["reached"] for rec in recs), [rec["quality"] for rec in recs]
+    assert all(rec.quality_or_empty["reached"] for rec in recs), [rec.quality for rec in recs]
     section = out[out.index("## Learning-rate rules under weak scaling"):]
     assert re.search(r"\| sqrt_adam\+warmup5 \| 2 of 2 \| 0 \| [\d.]+", section), section
     assert re.search(r"\| none \| 2 of 2 \| 0 \| [\d.]+", section), section

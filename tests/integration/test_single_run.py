@@ -16,6 +16,7 @@ import pytest
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.store import results_path
 from hvdscale.study.sweep.single import RunLaunch, launch_run
+from tests.records_fixture import run_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["measure.warmup_steps=0", "measure.steps=2", "data.synthetic.sentences_per_rank=64",
@@ -25,12 +26,12 @@ TINY = ["measure.warmup_steps=0", "measure.steps=2", "data.synthetic.sentences_p
 def test_a_launch_returns_its_own_record_and_a_failure_says_why(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    results_path(out).write_text(json.dumps({"status": "ok", "ranks": 9, "earlier": True}) + "\n")
+    results_path(out).write_text(json.dumps(run_dict("name=earlier", ranks=9)) + "\n")
     rec = launch_run(2, ROOT / "configs" / "demo.yaml", out, TINY,
                      RunLaunch(quiet=True, env={"TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=ROOT))
-    assert rec["status"] == "ok" and rec["ranks"] == 2 and "earlier" not in rec
+    assert rec.status == "ok" and rec.ranks == 2 and rec.name != "earlier"
     # both ranks on this host: Open MPI's fabric transport left out (core/threads.py)
-    assert rec["threads"]["mpi_btl"] == "^ofi"
+    assert rec.threads.get("mpi_btl") == "^ofi"
     with pytest.raises(HvdscaleError, match=r"np=2 failed .*model.kind must be one of") as e:
         launch_run(2, ROOT / "configs" / "demo.yaml", out, ["model.kind=bogus"],
                    RunLaunch(cwd=ROOT))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from hvdscale.records.run import RunRecord
 from hvdscale.records.store import read_records
 from hvdscale.study.report import breakdown
 from hvdscale.study.report.points import collect
@@ -40,7 +41,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_breakdown_parts_sum_to_the_measured_loss(results: Path) -> None:
-    records = read_records(results)
+    records = [r for r in read_records(results) if isinstance(r, RunRecord)]
     rows = breakdown.breakdowns(records)
     assert sorted((r["strategy"], r["ranks"]) for r in rows) == \
         [("horovod", 2), ("ps (colocated, 1 server)", 2)]
@@ -59,10 +60,10 @@ def test_breakdown_parts_sum_to_the_measured_loss(results: Path) -> None:
         # No cause below zero, whatever the noise of this run.
         assert all(r[k] >= 0 for k in breakdown.CAUSES), r
         # Straggler idle is the record's own idle time, as a share of the window.
-        rec = next(x for x in records if x["ranks"] == 2 and
-                   x["key"]["strategy"] == r["strategy"].split(" ")[0])
-        idle = sum(p["idle_s"] for p in rec["idle"]["per_rank"]) / 2
-        assert r["straggler_idle"] == pytest.approx(100 * idle / rec["window_s"])
+        rec = next(x for x in records if x.ranks == 2 and
+                   x.key["strategy"] == r["strategy"].split(" ")[0])
+        idle = sum(p["idle_s"] for p in rec.idle_per_rank) / 2
+        assert r["straggler_idle"] == pytest.approx(100 * idle / rec.window_s)
     md = (results / "report.md").read_text()
     # A point run on a busy host carries the report's mark; the row is there either way.
     assert "## Why not better" in md

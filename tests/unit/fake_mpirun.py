@@ -11,18 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from hvdscale.config import to_dict
 from hvdscale.study.sweep.plan import SweepSpec
+from tests.records_fixture import run_dict
 
 
 def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: SweepSpec,
             script: str) -> Path:
     """Put ``script`` (formatted with ``python``, ``templates``, ``log`` and ``died``) on PATH
     as ``mpirun``, with a record template for every point of ``spec``; returns the launch log."""
-    templates = {f"{p.strategy} {p.ranks}": {
-        "schema": 1, "status": "ok", "name": p.cfg.name, "ranks": p.ranks,
-        "workers": p.ranks, "words_per_s": 100.0 * p.ranks, "config": to_dict(p.cfg)}
-        for p in spec.points}
+    templates = {f"{p.strategy} {p.ranks}": run_dict(cfg=p.cfg, ranks=p.ranks, workers=p.ranks,
+                                                     words_per_s=100.0 * p.ranks)
+                 for p in spec.points}
     (tmp_path / "templates.json").write_text(json.dumps(templates))
     log = tmp_path / "launches.log"
     bindir = tmp_path / "bin"

@@ -1,12 +1,13 @@
 """The benches stand on the package (issue 42): a bench point and a sweep point of the same
 config share their launch line and launcher environment; every bench script starts and parses
 ``--help``; no bench builds its own MPI launch, reads ``results.jsonl`` by hand, reads a record
-field the schema has an accessor for by its key, edits ``sys.path`` or imports another bench or
-the tests."""
+field by its key instead of as the typed record's attribute, edits ``sys.path`` or imports
+another bench or the tests."""
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import os
 import re
 import shlex
@@ -18,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from hvdscale.core.threads import export_threads
+from hvdscale.records.failed import FailedRecord
+from hvdscale.records.run import RunRecord
 from hvdscale.study.sweep.launcher import launch_env
 from hvdscale.study.sweep.plan import SweepRequest, plan_sweep
 from hvdscale.study.sweep.single import single_run_line
@@ -133,14 +136,10 @@ def test_bench_stands_on_the_package(name: str) -> None:
     assert _rules_broken(ROOT / name) == []
 
 
-def _schema_fields() -> set[str]:
-    """The record fields ``hvdscale.records.schema`` reads for its accessors."""
-    fields = set()
-    for node in ast.walk(ast.parse((ROOT / "hvdscale" / "records" / "schema.py").read_text())):
-        obj, key = _keyed(node)
-        if isinstance(obj, ast.Name) and obj.id == "rec" and isinstance(key, ast.Constant):
-            fields.add(key.value)
-    return fields
+def _record_fields() -> set[str]:
+    """The fields of the records a results directory holds (a run's, a failed point's): read
+    as the typed record's attributes, never by key."""
+    return {f.name for kind in (RunRecord, FailedRecord) for f in dataclasses.fields(kind)}
 
 
 def _keyed(node: ast.AST) -> tuple[ast.AST | None, ast.AST | None]:
@@ -184,7 +183,7 @@ def _record_scopes(tree: ast.Module) -> list[tuple[ast.AST, set[str]]]:
 
 
 def raw_record_reads(path: Path, fields: set[str]) -> list[str]:
-    """``line: field`` of each record field read by its key instead of through the schema."""
+    """``line: field`` of each record field read by its key instead of as an attribute."""
     found = set()
     for scope, names in _record_scopes(ast.parse(path.read_text())):
         for node in ast.walk(scope):
@@ -196,8 +195,8 @@ def raw_record_reads(path: Path, fields: set[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("name", [n for n in HELD_PY if n not in RECORDS_NOT_YET])
-def test_bench_reads_records_through_the_schema(name: str) -> None:
-    fields = _schema_fields()
+def test_bench_reads_records_through_their_attributes(name: str) -> None:
+    fields = _record_fields()
     assert {"words_per_s", "step_time", "config", "status"} <= fields
     assert raw_record_reads(ROOT / name, fields) == []
 

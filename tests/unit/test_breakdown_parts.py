@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import pytest
 
+from hvdscale.records.kinds import typed
+from hvdscale.records.run import RunRecord
 from hvdscale.study.report import breakdown, decompose
+from tests.records_fixture import run_dict
 
 STEPS, WORDS = 10, 1000
 C1, G1 = 1e-3, 0.02  # 1-worker compute per word, non-compute seconds per step
@@ -19,13 +22,21 @@ WINDOW = 2.0
 
 
 def _base(name: str = "horovod") -> dict:
+    """A 1-worker record's JSON object (``_r`` types it)."""
     step = WORDS * C1 + STEPS * G1
-    return {"status": "ok", "workers": 1, "ranks": 1, "words": WORDS, "window_s": 1.25,
-            "words_per_s": WORDS / 1.25, "config": {"x": 1, "strategy": {"name": name}},
-            "key": {"name": "t", "model": "nmt", "rnn_impl": "fused", "scaling": "weak",
-                    "strategy": name},
-            "rank_times": [{"rank": 0, "words": WORDS, "window_s": 1.25, "steps": STEPS,
-                            "step_s": step, "compute_s": WORDS * C1}]}
+    return run_dict(ranks=1, words_per_s=WORDS / 1.25, words=WORDS, window_s=1.25,
+                    config={"x": 1, "strategy": {"name": name}},
+                    key={"name": "t", "model": "nmt", "rnn_impl": "fused", "scaling": "weak",
+                         "strategy": name},
+                    rank_times=[{"rank": 0, "words": WORDS, "window_s": 1.25, "steps": STEPS,
+                                 "step_s": step, "compute_s": WORDS * C1}])
+
+
+def _r(rec: dict) -> RunRecord:
+    """The typed record of ``rec`` (what the report reads)."""
+    got = typed(rec)
+    assert isinstance(got, RunRecord)
+    return got
 
 
 def _two(comm: tuple = COMM, name: str = "horovod") -> dict:
@@ -34,14 +45,15 @@ def _two(comm: tuple = COMM, name: str = "horovod") -> dict:
         step = COMPUTE[r] + IDLE[r] + comm[r] + STEPS * G1
         rts.append({"rank": r, "words": WORDS, "window_s": WINDOW, "steps": STEPS,
                     "step_s": step, "compute_s": COMPUTE[r]})
-        idle.append({"rank": r, "idle_s": IDLE[r]})
+        idle.append({"rank": r, "idle_s": IDLE[r], "idle_ms_per_step": 1e3 * IDLE[r] / STEPS,
+                     "idle_steps": 0, "compute_s": COMPUTE[r]})
     return {**_base(name), "workers": 2, "ranks": 2, "words": 2 * WORDS, "window_s": WINDOW,
             "words_per_s": 2 * WORDS / WINDOW, "rank_times": rts,
             "idle": {"steps": STEPS, "per_rank": idle}}
 
 
 def test_each_part_matches_an_independent_computation() -> None:
-    out = breakdown.split_loss(_two(), [_base()])
+    out = breakdown.split_loss(_r(_two()), [_r(_base())])
     w1 = WORDS / 1.25
     # by hand, in points of efficiency (share of the window, mean over the two ranks)
     slow = sum(c - WORDS * C1 for c in COMPUTE) / 2 / WINDOW * 100
@@ -58,9 +70,9 @@ def test_each_part_matches_an_independent_computation() -> None:
 
 
 def test_fit_split_is_the_breakdowns() -> None:
-    g1 = decompose.baseline([_base()]).g1
+    g1 = decompose.baseline([_r(_base())]).g1
     assert g1 == pytest.approx(G1)
-    ps = decompose.per_step(_two(), g1)
+    ps = decompose.per_step(_r(_two()), g1)
     assert ps["comm"] == pytest.approx(sum(COMM) / 2 / STEPS)
     assert ps["idle"] == pytest.approx(sum(IDLE) / 2 / STEPS)
     assert ps["compute"] == pytest.approx(sum(COMPUTE) / 2 / STEPS)
@@ -70,7 +82,7 @@ def test_fit_split_is_the_breakdowns() -> None:
 def test_a_negative_reading_is_no_cause_and_stays_unexplained() -> None:
     """Step minus compute and idle reads 30 ms below the 1-worker run's own on each rank (a
     noisy round): exposed communication is 0, not -1.5 points, and the loss is unchanged."""
-    out = breakdown.split_loss(_two(comm=(-0.03, -0.03)), [_base()])
+    out = breakdown.split_loss(_r(_two(comm=(-0.03, -0.03))), [_r(_base())])
     loss = (WINDOW - WORDS / (WORDS / 1.25)) / WINDOW * 100
     assert out["exposed_comm"] == 0.0
     assert out["measured_s"]["exposed_comm"] == pytest.approx(-0.03)
@@ -88,7 +100,7 @@ def test_compute_faster_than_one_worker_is_no_negative_slowdown() -> None:
     for rt in rec["rank_times"]:
         rt["compute_s"] = 0.9 * WORDS * C1  # 10 % faster per word than 1 worker: noise
         rt["step_s"] = rt["compute_s"] + 0.25 + STEPS * G1
-    out = breakdown.split_loss(rec, [_base()])
+    out = breakdown.split_loss(_r(rec), [_r(_base())])
     assert out["compute_slowdown"] == 0.0
     assert out["measured_s"]["compute_slowdown"] == pytest.approx(-0.1 * WORDS * C1)
     assert sum(out[k] for k in breakdown.PARTS) == pytest.approx(out["loss_pct"], abs=1e-9)
@@ -98,7 +110,7 @@ def test_a_strategy_that_sends_nothing_has_no_exposed_communication() -> None:
     """Independent replicas whose step time beyond compute reads 0.25 s (data, noise): not
     communication, whichever sign it has."""
     for comm in (COMM, (-0.02, -0.02)):
-        out = breakdown.split_loss(_two(comm=comm, name="independent"), [_base()])
+        out = breakdown.split_loss(_r(_two(comm=comm, name="independent")), [_r(_base())])
         assert out["sends_nothing"] and out["exposed_comm"] == 0.0
         assert sum(out[k] for k in breakdown.PARTS) == pytest.approx(out["loss_pct"], abs=1e-9)
     row = _section_row([_base("independent"), _two(name="independent")])
@@ -107,7 +119,7 @@ def test_a_strategy_that_sends_nothing_has_no_exposed_communication() -> None:
 
 def _section_row(records: list[dict]) -> str:
     """The breakdown table's one data row of ``records``' report section."""
-    md = breakdown.section(records)
+    md = breakdown.section([_r(r) for r in records])
     rows = [ln for ln in md.splitlines() if ln.startswith("|t (")]
     assert len(rows) == 1, md
     return rows[0]
@@ -129,7 +141,7 @@ def test_no_negative_cause_in_the_table_and_rounds_show_their_range() -> None:
     """Three rounds, one of them with a negative communication reading: every cause cell is
     >= 0, the rounds' mean (0, 12.5 and 22.5 points) comes with their range."""
     recs = _rounds([(-0.05, -0.05), COMM, (0.45, 0.45)])
-    (row,) = breakdown.breakdowns(recs)
+    (row,) = breakdown.breakdowns([_r(r) for r in recs])
     assert row["runs"] == 3
     lo, hi = row["spread"]["exposed_comm"]
     assert lo == 0.0 and hi == pytest.approx(0.45 / WINDOW * 100)
@@ -145,7 +157,7 @@ def test_no_negative_cause_in_the_table_and_rounds_show_their_range() -> None:
 
 
 def test_one_round_says_there_is_no_range() -> None:
-    md = breakdown.section([_base(), _two()])
+    md = breakdown.section([_r(_base()), _r(_two())])
     assert "One run per point" in md and "--repeats" in md and "[" not in _section_row(
         [_base(), _two()]).split("|")[9]
 
@@ -157,7 +169,7 @@ def test_independent_idle_at_the_window_end_is_not_taken_from_the_steps() -> Non
     for rt, wait in zip(rec["rank_times"], IDLE, strict=True):
         rt["step_s"] -= wait  # the wait is after the steps, not inside them
     rec["idle"]["synchronous"] = False
-    ps = decompose.per_step(rec, G1)
+    ps = decompose.per_step(_r(rec), G1)
     assert ps["comm"] == pytest.approx(0.0, abs=1e-12)
     assert ps["idle"] == pytest.approx(sum(IDLE) / 2 / STEPS)
 
@@ -169,7 +181,7 @@ def test_each_round_is_split_against_its_own_one_worker_run() -> None:
     one2 = next(r for r in recs if r["workers"] == 1 and r["config"]["name"] == "t-round2")
     one2["window_s"] = one2["rank_times"][0]["window_s"] = 1.5
     one2["words_per_s"] = WORDS / 1.5
-    (row,) = breakdown.breakdowns(recs)
+    (row,) = breakdown.breakdowns([_r(r) for r in recs])
     loss = [(WINDOW - WORDS / w1) / WINDOW * 100 for w1 in (WORDS / 1.25, WORDS / 1.5)]
     assert row["spread"]["loss_pct"] == (pytest.approx(min(loss)), pytest.approx(max(loss)))
     assert row["loss_pct"] == pytest.approx(sum(loss) / 2)
@@ -183,10 +195,10 @@ def _wide(rec: dict, window: float = 3.0) -> dict:
 
 def test_the_dominant_part_is_chosen_among_all_parts_unexplained_included() -> None:
     """Issue 50: the label chosen among the causes only would name compute slowdown here."""
-    out = breakdown.split_loss(_wide(_two()), [_base()])
+    out = breakdown.split_loss(_r(_wide(_two())), [_r(_base())])
     assert out["unexplained"] > out["compute_slowdown"] == max(out[k] for k in breakdown.CAUSES)
     assert out["dominant"] == "unexplained"
     recs = _rounds([COMM, COMM])
     recs = [_wide(r) if r["workers"] == 2 else r for r in recs]
-    (row,) = breakdown.breakdowns(recs)  # over rounds: the same rule
+    (row,) = breakdown.breakdowns([_r(r) for r in recs])  # over rounds: the same rule
     assert row["runs"] == 2 and row["dominant"] == "unexplained"

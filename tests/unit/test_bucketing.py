@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hvdscale.config import load_config, to_dict
+from hvdscale.config import load_config
 from hvdscale.core.batching import (
     BatchPlan,
     aligned_sequence,
@@ -23,8 +23,10 @@ from hvdscale.core.batching import (
 from hvdscale.core.meter import StepMeter, idle_times, summarize
 from hvdscale.corpora.corpus import load_corpus
 from hvdscale.errors import ConfigError, HvdscaleError
+from hvdscale.records.run import RunRecord
 from hvdscale.study.report.points import collect
 from hvdscale.study.report.tables import markdown
+from tests.records_fixture import run_record
 
 BASE = ["data.synthetic.sentences_per_rank=300", "data.synthetic.max_len=60",
         "data.synthetic.mean_len=12", "data.batch_size=16", "data.bucketing.enabled=true"]
@@ -258,19 +260,24 @@ def test_idle_is_the_wait_for_the_slowest_compute_of_each_step() -> None:
     assert s["idle"]["per_rank"][1]["idle_steps"] == 1 and s["padded_tokens"] == 12 * 5
 
 
-def _record(strategy: str, ranks: int, scaling: str, idle_ms: float) -> dict:
-    return {"status": "ok", "ranks": ranks, "workers": ranks, "words_per_s": 100.0 * ranks,
-            "window_s": 1.0, "step_time": {"jitter": 0.001},
-            "measure": {"steps": 7, "epochs": 1}, "padded_fraction": 0.1,
-            "padding": {"window": {"words": 900, "slots": 1000, "work_ratio": 1000 / 900},
-                        "epoch_unbucketed": {"padded_fraction": 0.4},
-                        "epoch_pad_to_max": {"padded_fraction": 0.7}},
-            "idle": {"steps": 7, "idle_ms_per_step": idle_ms, "idle_fraction": 0.05,
-                     "per_rank": [{"rank": r, "idle_ms_per_step": idle_ms * r,
-                                   "idle_steps": r} for r in range(ranks)]},
-            "config": to_dict(load_config(None, [
-                "name=t", "model.kind=lm", f"strategy.name={strategy}", f"data.scaling={scaling}",
-                "data.batch_size=33", "data.bucketing.enabled=true", "measure.epochs=1"]))}
+def _padding(words: int, slots: int = 1000) -> dict[str, Any]:
+    """One way of batching's real tokens against padded slots."""
+    return {"words": words, "slots": slots, "padded_fraction": 1 - words / slots,
+            "padding_ratio": slots / words, "work_ratio": slots / words}
+
+
+def _record(strategy: str, ranks: int, scaling: str, idle_ms: float) -> RunRecord:
+    return run_record(
+        "model.kind=lm", f"strategy.name={strategy}", f"data.scaling={scaling}",
+        "data.batch_size=33", "data.bucketing.enabled=true", "measure.epochs=1",
+        ranks=ranks, workers=ranks, words_per_s=100.0 * ranks, window_s=1.0,
+        step_time={"jitter": 0.001}, measure={"steps": 7, "epochs": 1}, padded_fraction=0.1,
+        padding={"window": _padding(900), "epoch_configured": _padding(900),
+                 "epoch_unbucketed": _padding(600), "epoch_pad_to_max": _padding(300)},
+        idle={"steps": 7, "idle_ms_per_step": idle_ms, "idle_fraction": 0.05,
+              "per_rank": [{"rank": r, "idle_ms_per_step": idle_ms * r, "idle_steps": r,
+                            "idle_s": 7e-3 * idle_ms * r, "compute_s": 1.0}
+                           for r in range(ranks)]})
 
 
 def test_report_labels_scaling_and_shows_padding_and_idle() -> None:

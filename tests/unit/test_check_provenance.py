@@ -14,10 +14,24 @@ sys.path.insert(0, str(ROOT / "tools" / "checks"))
 
 import check_provenance as cp  # noqa: E402
 
+from hvdscale.records.fields import Record  # noqa: E402
+from hvdscale.records.kinds import typed  # noqa: E402
+from tests.records_fixture import (  # noqa: E402
+    failed_record,
+    gemm_record,
+    launch_cost,
+    run_dict,
+)
+
 _STARTUP = {"bench": "startup", "mpi_library": "Open MPI v4.1.4", "mpi_transports":
             "Open MPI's defaults", "rounds": [{"round": 1, "np": 1, "load": 0.7}]}
-_RUN = {"name": "horovod-np2", "words_per_s": 1000.0, "loadavg": [1.0, 1.0, 1.0],
-        "versions": {"mpi": "Open MPI v5.0.11"}, "device": {"gpu": None}}
+_RUN = run_dict("name=horovod-np2", ranks=2, words_per_s=1000.0, loadavg=[1.0, 1.0, 1.0],
+                versions={"mpi": "Open MPI v5.0.11"}, device={"gpu": None})
+
+
+def _run(**fields: object) -> Record:
+    """``_RUN`` with ``fields`` changed, typed as the check reads it."""
+    return typed({**_RUN, **fields})
 
 
 def test_a_startup_file_must_name_its_mpi_and_its_loads() -> None:
@@ -32,20 +46,21 @@ def test_a_startup_file_must_name_its_mpi_and_its_loads() -> None:
 
 
 def test_a_device_record_names_its_mpi_its_load_and_its_gpu() -> None:
-    assert cp.record_problems("r", _RUN, {}) == []
-    no_mpi = {**_RUN, "versions": {"mpi": None}}
+    assert cp.record_problems("r", _run(), {}) == []
+    no_mpi = _run(versions={"mpi": None})
     assert cp.record_problems("r", no_mpi, {}) == [
         "r: horovod-np2 does not name its MPI library (versions.mpi)"]
-    assert "host's load" in cp.record_problems("r", {**_RUN, "loadavg": None}, {})[0]
-    on_gpu = {**_RUN, "device": {"gpu": {"count": 1}}}
+    assert "host's load" in cp.record_problems("r", _run(loadavg=[]), {})[0]
+    on_gpu = _run(device={**_RUN["device"], "gpu": {"count": 1}})
     assert cp.record_problems("r", on_gpu, {}) == [
         "r: horovod-np2 ran on a GPU and names none (record or machine.json)"]
     assert cp.record_problems("r", on_gpu, {"gpu": "NVIDIA H100 80GB HBM3"}) == []
-    named = {**_RUN, "device": {"gpu": {"model": "NVIDIA H200"}}}
+    named = _run(device={**_RUN["device"], "gpu": {"model": "NVIDIA H200"}})
     assert cp.record_problems("r", named, {}) == []
-    assert cp.record_problems("r", {"kind": "gemm", "device": "cuda", "loadavg": [1, 1, 1],
-                                    "versions": {"mpi": "x"}}, {})  # a GEMM curve, no GPU
-    assert cp.record_problems("r", {"point": "timing line"}, {}) == []
+    assert cp.record_problems("r", gemm_record(device="cuda", versions={"mpi": "x"}),
+                              {})  # a GEMM curve, no GPU
+    assert cp.record_problems("r", launch_cost(), {}) == []  # a timing line: no figure
+    assert cp.record_problems("r", failed_record(), {}) == []  # a failed point: none either
 
 
 def test_the_check_reads_named_files_and_every_record_beside_a_machine_json(
@@ -57,9 +72,11 @@ def test_the_check_reads_named_files_and_every_record_beside_a_machine_json(
     (loan / "machine.json").write_text(json.dumps({"cores": 16}))
     (loan / "seeds" / "results.jsonl").write_text(
         json.dumps(_RUN) + "\n" + json.dumps({**_RUN, "versions": {}}) + "\n")
+    (loan / "seeds" / "sweep_timing.jsonl").write_text(json.dumps(
+        {k: v for k, v in launch_cost().to_dict().items() if k not in ("kind", "schema")}) + "\n")
     text = "raw: `bench/results/startup_a.json` and `bench/results/startup_b.json`."
     n, bad = cp.check_provenance([text], tmp_path)
-    assert n == 4
+    assert n == 5
     assert bad == ["start-up raw file startup_b.json does not name mpi_library: its figures "
                    "cannot be stated",
                    "loan/gpu/seeds/results.jsonl: horovod-np2 does not name its MPI library "

@@ -106,6 +106,7 @@ def test_summary_holds_per_rank_times_and_breakdown_sums_exactly() -> None:
     """meter.summarize's rank_times, split by breakdown.split_loss on hand-made timings."""
     from hvdscale.core.meter import summarize
     from hvdscale.study.report.breakdown import PARTS, split_loss
+    from tests.records_fixture import run_record
 
     def rank(r: int, steps: list[float], compute: list[float], words: int, window: float) -> dict:
         return {"rank": r, "words": words, "loss_tokens": 0, "padded_tokens": words,
@@ -117,8 +118,8 @@ def test_summary_holds_per_rank_times_and_breakdown_sums_exactly() -> None:
                                   "step_s": 2.0, "compute_s": 1.6}]
     two = summarize([rank(0, [1.5, 1.5], [1.0, 0.9], 200, 3.1),
                      rank(1, [1.5, 1.5], [0.9, 1.3], 200, 3.1)], [0, 1])
-    base = {**one, "workers": 1}
-    rec = {**two, "workers": 2}
+    base = run_record(ranks=1, **one)  # the meter's fields, as the record holds them
+    rec = run_record(ranks=2, **two)
     b = split_loss(rec, [base])
     # 1 worker: 100 words/s, 0.008 s compute per word, 0.2 s per step besides compute.
     # 2 workers: 400 words in 3.1 s against 2 s at linear speedup.

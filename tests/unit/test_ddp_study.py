@@ -4,13 +4,16 @@ table."""
 
 from __future__ import annotations
 
+from hvdscale.records.run import RunRecord
 from hvdscale.study.fusion import ddp as fusion_ddp
 from hvdscale.study.report.native_tables import horovod_vs_native
 from hvdscale.study.report.points import Point
+from tests.records_fixture import run_record
 
 
-def _recs(*wps: float) -> list[dict]:
-    return [{"words_per_s": w, "strategy": {"bucket_sizes": "1048576, 2000000"}} for w in wps]
+def _recs(*wps: float) -> list[RunRecord | None]:
+    return [run_record(words_per_s=w, strategy={"bucket_sizes": "1048576, 2000000"})
+            for w in wps]
 
 
 def test_a_bucket_size_is_recommended_only_when_every_round_beats_the_default() -> None:

@@ -8,28 +8,26 @@ from pathlib import Path
 
 import pytest
 
-from hvdscale.config import load_config, to_dict
-from hvdscale.records.store import append_record, read_records, record_key
+from hvdscale.records.failed import FailedRecord
+from hvdscale.records.run import RunRecord
+from hvdscale.records.store import append_record
 from hvdscale.study.report.points import collect
 from hvdscale.study.report.report import open_failures, write_report
 from hvdscale.study.sweep.plan import SweepRequest, plan_sweep, recorded
+from tests.records_fixture import failed_record, run_record
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _rec(ranks: int, wps: float, *sets: str, status: str = "ok") -> dict:
+def _rec(ranks: int, wps: float, *sets: str, status: str = "ok") -> RunRecord | FailedRecord:
     """A record as the runner (or, failed, the sweep) writes it, for the config ``sets``."""
-    cfg = load_config(None, ["name=t", *sets])
-    rec = {"schema": 1, "status": status, "ranks": ranks, "config": to_dict(cfg),
-           "key": record_key(cfg)}
     if status == "ok":
-        dedicated = cfg.strategy.name == "ps" and cfg.strategy.ps.placement == "dedicated"
-        rec.update(workers=ranks - (cfg.strategy.ps.num_servers if dedicated else 0),
-                   words_per_s=wps, window_s=1.0, step_time={"jitter": 0.001},
-                   measure={"steps": cfg.measure.steps})
-    else:
-        rec["error"] = "exit 1: boom"
-    return rec
+        rec = run_record(*sets, ranks=ranks, words_per_s=wps, step_time={"jitter": 0.001})
+        dedicated = "strategy.ps.placement=dedicated" in sets
+        assert rec.workers == ranks - (rec.config["strategy"]["ps"]["num_servers"]
+                                       if dedicated else 0)
+        return rec
+    return failed_record(*sets, ranks=ranks, error="exit 1: boom")
 
 
 def _table_rows(md: str, heading: str) -> list[str]:
@@ -117,7 +115,7 @@ def test_side_by_side_framework_strategy_rnn_impl(tmp_path: Path) -> None:
 def test_sweep_skips_by_identity_not_by_raw_config(tmp_path: Path) -> None:
     cfg = ROOT / "configs" / "demo.yaml"
     point = plan_sweep(SweepRequest(cfg, "1", "horovod", out=tmp_path), check_out=False).points[0]
-    rec = {"status": "ok", "ranks": 1, "config": to_dict(point.cfg), "words_per_s": 1.0}
+    rec = run_record(cfg=point.cfg, ranks=1, words_per_s=1.0)
     relabeled = plan_sweep(SweepRequest(cfg, "1", "horovod", out=tmp_path,
                                         overrides=["name=renamed", "measure.step_timeout_s=60"]),
                            check_out=False).points[0]
@@ -133,20 +131,21 @@ def test_failed_point_and_later_success_share_the_identity() -> None:
     assert open_failures([failed, ok]) == []
     other_series = _rec(2, 5.0, "strategy.name=ps", "strategy.ps.num_servers=2")
     assert open_failures([failed, other_series]) == [failed]
-    assert failed["key"]["experiment"] == ok["key"]["experiment"]
-    assert failed["key"]["identity"] == ok["key"]["identity"]
-    assert other_series["key"]["identity"] != ok["key"]["identity"]
+    assert failed.key["experiment"] == ok.key["experiment"]
+    assert failed.key["identity"] == ok.key["identity"]
+    assert other_series.key["identity"] != ok.key["identity"]
 
 
 def test_report_names_a_foreign_record(tmp_path: Path) -> None:
     from hvdscale.errors import HvdscaleError
 
     append_record(tmp_path, _rec(1, 1.0))
-    append_record(tmp_path, {"status": "ok", "words_per_s": 3})
-    with pytest.raises(HvdscaleError, match=r"results.jsonl:2: not an hvdscale run record "
-                                            r"\(no config, ranks"):
+    with open(tmp_path / "results.jsonl", "a") as f:
+        f.write(json.dumps({"status": "ok", "words_per_s": 3}) + "\n")
+    with pytest.raises(HvdscaleError, match=r"results.jsonl:2: field 'argv' of a run record "
+                                            r"is missing"):
         write_report(tmp_path)
-    assert len(read_records(tmp_path)) == 2
+    assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 2
     (tmp_path / "results.jsonl").write_text(json.dumps([1, 2]) + "\n")
     with pytest.raises(HvdscaleError, match=r"results.jsonl:1 is not a JSON record \(an object"):
         write_report(tmp_path)

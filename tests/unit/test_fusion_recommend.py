@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hvdscale.config import to_dict
+from hvdscale.records.failed import FailedRecord
+from hvdscale.records.run import RunRecord
 from hvdscale.records.store import append_record
 from hvdscale.study.fusion import ddp as fusion_ddp
 from hvdscale.study.fusion import horovod as fusion
@@ -20,6 +21,7 @@ from hvdscale.study.paired.recommend import NO_WINNER, paired_ratios, recommend
 from hvdscale.study.paired.rounds import by_round
 from hvdscale.study.sweep.launcher import read_out
 from hvdscale.study.sweep.plan import Point, round_point, rounds_of
+from tests.records_fixture import failed_record, run_record
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,9 +31,9 @@ SLOW_CYCLE = Setting(128.0, 5.0, "hooks")
 AFTER = Setting(128.0, 1.0, "after-backward")
 
 
-def _recs(*wps: float) -> list[dict]:
+def _recs(*wps: float) -> list[RunRecord | None]:
     """One record per round, as ``hvdscale fusion`` reads them back."""
-    return [{"words_per_s": w, "step_time": {"median": 0.05}} for w in wps]
+    return [run_record(words_per_s=w, step_time={"median": 0.05}) for w in wps]
 
 
 def test_picks_the_best_paired_ratio_not_the_best_median() -> None:
@@ -103,13 +105,12 @@ def _spec(tmp_path: Path) -> fusion.FusionSpec:
     return fusion.plan_fusion(ROOT / "configs/demo.yaml", grid, tmp_path, check_out=False)
 
 
-def _launch(point: Point, r: int, wps: float | None) -> dict:
+def _launch(point: Point, r: int, wps: float | None) -> RunRecord | FailedRecord:
     """The record round ``r`` of ``point`` leaves in results.jsonl (None: its launch failed)."""
     cfg = round_point(point, r).cfg
-    rec = {"name": cfg.name, "config": to_dict(cfg), "ranks": point.ranks}
     if wps is None:
-        return {**rec, "status": "failed", "error": "exit 1"}
-    return {**rec, "status": "ok", "words_per_s": wps, "step_time": {"median": 0.05}}
+        return failed_record(cfg=cfg, ranks=point.ranks, error="exit 1")
+    return run_record(cfg=cfg, ranks=point.ranks, words_per_s=wps, step_time={"median": 0.05})
 
 
 def test_a_failed_launch_leaves_its_round_empty_instead_of_shifting_the_later_ones(
@@ -142,18 +143,18 @@ def test_a_failed_launch_leaves_its_round_empty_instead_of_shifting_the_later_on
 def test_records_without_a_round_tag_keep_their_order() -> None:
     # Records written before rounds were tagged: their order is their round; tagged ones win
     # their own round, and a relaunched round's latest ok record counts.
-    old = [{"status": "ok", "name": "demo", "words_per_s": w} for w in (1.0, 2.0)]
-    assert [r["words_per_s"] for r in by_round(old, 2)] == [1.0, 2.0]
-    tagged = [{"status": "ok", "name": "demo-round2", "words_per_s": 5.0},
-              {"status": "failed", "name": "demo-round1"},
-              {"status": "ok", "name": "demo-round1", "words_per_s": 6.0},
-              {"status": "ok", "name": "demo-round1", "words_per_s": 7.0}]
-    assert [r and r["words_per_s"] for r in by_round(tagged, 3)] == [7.0, 5.0, None]
+    old = [run_record("name=demo", words_per_s=w) for w in (1.0, 2.0)]
+    assert [r.words_per_s for r in by_round(old, 2)] == [1.0, 2.0]
+    tagged = [run_record("name=demo-round2", words_per_s=5.0),
+              failed_record("name=demo-round1"),
+              run_record("name=demo-round1", words_per_s=6.0),
+              run_record("name=demo-round1", words_per_s=7.0)]
+    assert [r and r.words_per_s for r in by_round(tagged, 3)] == [7.0, 5.0, None]
 
 
 def test_ddp_buckets_pair_rounds_by_index_with_failed_rounds() -> None:
-    def rec(w: float) -> dict:
-        return {"words_per_s": w, "strategy": {"bucket_sizes": "1048576"}}
+    def rec(w: float) -> RunRecord:
+        return run_record(words_per_s=w, strategy={"bucket_sizes": "1048576"})
 
     # 5 MiB failed in round 0 and is 10 % slower than DDP's default in rounds 1 and 2.
     res = fusion_ddp.analyze([(5.0, [None, rec(63.0), rec(81.0)]),

@@ -11,9 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from hvdscale.config import load_config, to_dict
+from hvdscale.config import load_config
+from hvdscale.records.gemm import GemmRecord
+from hvdscale.records.run import RunRecord
+from hvdscale.records.store import read_records
 from hvdscale.study.stepcost.gpu_limit import gemm_parts, limit_rows, main, markdown, reference_rate
 from hvdscale.study.stepcost.step_flops import flops_per_word
+from tests.records_fixture import gemm_record, run_record
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,27 +25,24 @@ ROOT = Path(__file__).resolve().parents[2]
 H100 = ROOT / "bench" / "results" / "h100_2026-11-27" / "gpu"
 
 
-def _jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def _run(impl: str, words_per_s: float, precision: str = "fp32", tf32: str = "off") -> dict:
-    cfg = to_dict(load_config("configs/nmt_torch.yaml", [f"model.rnn_impl={impl}",
-                                                         f"tf32={tf32}", f"precision={precision}"]))
-    b = cfg["data"]["batch_size"]  # 10 steps of 100 source and 110 target tokens a sentence
-    return {"status": "ok", "config": cfg, "words_per_s": words_per_s, "ranks": 1, "workers": 1,
-            "sentences": 10 * b, "words": 10 * b * 210, "loss_tokens": 10 * b * 110,
-            "device": {"gpu": {"model": "NVIDIA H100"}}}
+def _run(impl: str, words_per_s: float, precision: str = "fp32", tf32: str = "off"
+         ) -> RunRecord:
+    cfg = load_config("configs/nmt_torch.yaml", [f"model.rnn_impl={impl}", f"tf32={tf32}",
+                                                 f"precision={precision}"])
+    b = cfg.data.batch_size  # 10 steps of 100 source and 110 target tokens a sentence
+    return run_record(cfg=cfg, words_per_s=words_per_s, ranks=1, workers=1,
+                      sentences=10 * b, words=10 * b * 210, loss_tokens=10 * b * 110,
+                      device={"gpu": {"model": "NVIDIA H100"}})
 
 
 def _gemm(rates: dict[tuple[int, int, int, str], float], peak: float,
-          **peaks: float) -> dict:
+          **peaks: float) -> GemmRecord:
     """A GEMM record: fp32 rows at ``rates`` and ``peak``; other precisions' peaks by name."""
     rows = [{"M": m, "K": k, "N": n, "variant": v, "hidden": k, "batch": n, "gflops": g}
             for (m, k, n, v), g in rates.items()]
-    return {"kind": "gemm", "status": "ok",
-            "frameworks": [{"precision": "fp32", "rows": rows, "peak": {"gflops": peak}}]
-            + [{"precision": p, "rows": [], "peak": {"gflops": g}} for p, g in peaks.items()]}
+    return gemm_record(
+        frameworks=[{"precision": "fp32", "rows": rows, "peak": {"gflops": peak}}]
+        + [{"precision": p, "rows": [], "peak": {"gflops": g}} for p, g in peaks.items()])
 
 
 def test_each_part_is_charged_its_own_gemm_and_the_fraction_is_their_time_over_the_step(
@@ -55,8 +56,8 @@ def test_each_part_is_charged_its_own_gemm_and_the_fraction_is_their_time_over_t
     assert {p["count"] for p in rec} == {100, 110} and {p["variant"] for p in rec} == {"NN", "TN"}
     # the same flops as the useful-work count (flops per word, source and target halves)
     total = sum(p["flops"] for p in parts)
-    fpw = flops_per_word(run["config"]["model"])["total"]
-    assert total == pytest.approx(fpw * run["words"] / 10, rel=0.03)
+    fpw = flops_per_word(run.config["model"])["total"]
+    assert total == pytest.approx(fpw * run.words / 10, rel=0.03)
     # the decoder's recurrent forward (4 layers) is on the curve at 10 TFLOP/s; nothing else
     gemm = _gemm({(2048, 512, 384, "NN"): 10000.0, (2048, 512, 256, "NN"): 99000.0}, 40000.0)
     on = [p for p in rec if p["M"] == 2048 and p["variant"] == "NN"]
@@ -78,8 +79,10 @@ def test_each_part_is_charged_its_own_gemm_and_the_fraction_is_their_time_over_t
 def test_the_h100_seed_runs_stay_below_their_gemms_best_times() -> None:
     """The H100's own seed runs and GEMM curves (bench/results): the old per-time-step
     reference read 131 % for the fused step; every part's own GEMM leaves it below 100 %."""
-    (gemm,) = _jsonl(H100 / "gemm" / "results.jsonl")
-    rows = limit_rows(_jsonl(H100 / "seeds" / "results.jsonl"), gemm)
+    (gemm,) = read_records(H100 / "gemm" / "results.jsonl")
+    seeds = read_records(H100 / "seeds" / "results.jsonl")
+    assert isinstance(gemm, GemmRecord) and all(isinstance(r, RunRecord) for r in seeds)
+    rows = limit_rows(seeds, gemm)
     assert {r["impl"] for r in rows} == {"fused", "loop"}
     for r in rows:
         assert r["fraction"] is not None and 0 < r["fraction"] <= 1.0, r
@@ -92,9 +95,9 @@ def test_main_reads_a_results_folder(tmp_path: Path, capsys: pytest.CaptureFixtu
     (tmp_path / "seeds").mkdir()
     (tmp_path / "gemm").mkdir()
     (tmp_path / "seeds" / "results.jsonl").write_text(
-        json.dumps(_run("loop", 40000.0)) + "\n")
+        json.dumps(_run("loop", 40000.0).to_dict()) + "\n")
     (tmp_path / "gemm" / "results.jsonl").write_text(
-        json.dumps(_gemm({(2048, 512, 384, "NN"): 30000.0}, 40000.0)) + "\n")
+        json.dumps(_gemm({(2048, 512, 384, "NN"): 30000.0}, 40000.0).to_dict()) + "\n")
     assert main([str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "|NVIDIA H100|loop|fp32|40,000|43,398 / 39,369|2016.0|" in out
@@ -115,9 +118,9 @@ def test_each_run_is_charged_its_own_precisions_gemms(tmp_path: Path,
     assert rows[2]["best_s"] == pytest.approx(rows[0]["best_s"] / 16)
     (tmp_path / "out" / "seeds").mkdir(parents=True)
     (tmp_path / "out" / "seeds" / "results.jsonl").write_text(
-        "".join(json.dumps(r) + "\n" for r in runs))
+        "".join(json.dumps(r.to_dict()) + "\n" for r in runs))
     (tmp_path / "curves").mkdir()
-    (tmp_path / "curves" / "results.jsonl").write_text(json.dumps(gemm) + "\n")
+    (tmp_path / "curves" / "results.jsonl").write_text(json.dumps(gemm.to_dict()) + "\n")
     assert main([str(tmp_path / "out"), str(tmp_path / "curves")]) == 0
     out = capsys.readouterr().out
     assert "|NVIDIA H100|compiled|bf16|90,000|-|" in out

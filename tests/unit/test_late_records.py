@@ -8,20 +8,23 @@ import json
 import shutil
 from pathlib import Path
 
+from hvdscale.records.fields import Record
+from hvdscale.records.run import RunRecord
 from hvdscale.records.store import load_records
 from hvdscale.study.report.report import write_report
 from hvdscale.study.sweep.overhead import TIMING_FILE, unaccounted
+from tests.records_fixture import run_dict
 
 LOAN2 = Path(__file__).resolve().parents[2] / "bench/results/h100_2026-11-27b/cpu"
 
 
-def _left_out(folder: Path) -> tuple[list[dict], list[str]]:
+def _left_out(folder: Path) -> tuple[list[Record], list[str]]:
     kept, notes = unaccounted(load_records(folder))
     return [r for _, r in kept], notes
 
 
-def _point(rec: dict) -> tuple[str, int]:
-    return rec["config"]["strategy"]["name"], rec["workers"]
+def _point(rec: RunRecord) -> tuple[str, int]:
+    return rec.strategy_name, rec.workers
 
 
 def test_loan_two_late_points_are_left_out_with_a_note() -> None:
@@ -44,8 +47,7 @@ def test_the_report_leaves_the_late_point_out_and_says_so(tmp_path: Path) -> Non
 
 
 def test_a_record_inside_its_launch_is_kept_and_one_without_a_sweep_too(tmp_path: Path) -> None:
-    rec = {"status": "ok", "workers": 2, "name": "demo-round1",
-           "finished": "2026-11-27T12:00:10+00:00"}
+    rec = run_dict("name=demo-round1", ranks=2, finished="2026-11-27T12:00:10+00:00")
     at = 1795780810.0  # 12:00:10 UTC
     (tmp_path / "results.jsonl").write_text(json.dumps(rec) + "\n")
     assert len(_left_out(tmp_path)[0]) == 1  # no sweep_timing.jsonl: not a sweep's, kept
@@ -56,6 +58,11 @@ def test_a_record_inside_its_launch_is_kept_and_one_without_a_sweep_too(tmp_path
         (tmp_path / TIMING_FILE).write_text(json.dumps({**line, **wrong}) + "\n")
         assert len(_left_out(tmp_path)[1]) == 1, wrong
     # A command's own summary beside the launches' records (``hvdscale batch``) is no launch's.
-    summary = {**rec, "kind": "batch", "finished": "2026-11-27T13:00:00+00:00"}
+    summary = {"kind": "batch", "status": "ok", "started": "2026-11-27T12:59:00+00:00",
+               "finished": "2026-11-27T13:00:00+00:00", "name": "demo", "framework": "torch",
+               "config": rec["config"], "strategy": "horovod", "hidden": 128, "threads": 1,
+               "points": [], "gemm": {}, "loadavg": {"before": [0.5], "after": [0.5]},
+               "versions": {}, "git": None}
     (tmp_path / "results.jsonl").write_text(json.dumps(summary) + "\n")
-    assert _left_out(tmp_path) == ([summary], [])
+    kept, notes = _left_out(tmp_path)
+    assert [r.kind for r in kept] == ["batch"] and notes == []

@@ -5,16 +5,17 @@ outcomes and records either side of the noise line."""
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import pytest
 
-from hvdscale.config import OptimConfig, load_config, to_dict
+from hvdscale.config import OptimConfig, load_config
 from hvdscale.errors import ConfigError
+from hvdscale.records.run import RunRecord
 from hvdscale.study.quality.lr_rules import Outcome, rule_label, rule_verdict, rules_section
 from hvdscale.train.lr import scaled_optim
 from hvdscale.train.until import UntilTracker
+from tests.records_fixture import run_record
 
 ADAM = OptimConfig(name="adam", lr=0.01, betas=(0.9, 0.999), eps=1e-8, warmup_steps=10)
 
@@ -125,20 +126,18 @@ def test_verdict_never_crowns_a_diverged_run() -> None:
 
 
 def _record(rule: str, rnd: int, times: list[float], losses: list[float], ranks: int = 2,
-            diverged: bool = False) -> dict[str, Any]:
-    sets = ["name=lm", "model.kind=lm", "optim.name=adam", f"optim.scale_lr={rule}",
-            "optim.warmup_steps=20", "measure.eval_every=25", "measure.until.metric=loss",
-            "measure.until.target=2.0", "measure.until.max_time_s=30"]
-    cfg = to_dict(load_config(None, sets))
-    cfg["name"] = f"lm-round{rnd + 1}"
+            diverged: bool = False) -> RunRecord:
+    sets = [f"name=lm-round{rnd + 1}", "model.kind=lm", "optim.name=adam",
+            f"optim.scale_lr={rule}", "optim.warmup_steps=20", "measure.eval_every=25",
+            "measure.until.metric=loss", "measure.until.target=2.0",
+            "measure.until.max_time_s=30"]
     curve = [{"step": 25 * (i + 1), "updates": 25 * (i + 1), "words": 1000 * (i + 1),
               "train_s": t, "wall_s": t, "loss": x}
              for i, (t, x) in enumerate(zip(times, losses, strict=True))]
-    return {"status": "ok", "name": cfg["name"], "config": cfg, "ranks": ranks, "workers": ranks,
-            "words_per_s": 1000.0,
-            "quality": {"until": {"metric": "loss", "target": 2.0}, "floor_loss": None,
-                        "reached": (not diverged) and min(losses) <= 2.0,
-                        "diverged": diverged, "curve": curve}}
+    return run_record(*sets, ranks=ranks, workers=ranks, words_per_s=1000.0,
+                      quality={"until": {"metric": "loss", "target": 2.0}, "floor_loss": None,
+                               "reached": (not diverged) and min(losses) <= 2.0,
+                               "diverged": diverged, "curve": curve})
 
 
 def test_report_section_pairs_rounds_either_side_of_the_noise() -> None:

@@ -9,18 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from hvdscale.config import load_config, to_dict
 from hvdscale.core.meter import StepMeter, spread, summarize
 from hvdscale.errors import HvdscaleError
+from hvdscale.records.kinds import typed
+from hvdscale.records.run import RunRecord
 from hvdscale.records.store import (
     append_record,
     check_writable,
     read_records,
-    record_key,
     results_path,
 )
 from hvdscale.study.report.points import collect
 from hvdscale.study.report.report import write_report
+from tests.records_fixture import run_dict, run_record
+
+_BASE = run_dict()
 
 
 def test_spread_median_mad_and_interval() -> None:
@@ -46,13 +49,20 @@ def test_warmup_excluded_and_words_summed_over_ranks() -> None:
     assert s["padded_fraction"] == pytest.approx(1 - 603 / 900)
 
 
+def _named(name: str, pad: int = 0) -> RunRecord:
+    """A run record told apart by its name (``pad``: that many characters more, in its argv)."""
+    rec = typed({**_BASE, "name": name, "argv": ["x" * pad]})
+    assert isinstance(rec, RunRecord)
+    return rec
+
+
 def _append_many(d: str, worker: int) -> None:
     for i in range(20):
-        append_record(d, {"worker": worker, "i": i, "pad": "x" * 5000})
+        append_record(d, _named(f"w{worker}-{i}", pad=5000))
 
 
 def test_concurrent_appends_never_interleave_or_lose(tmp_path: Path) -> None:
-    append_record(tmp_path, {"first": True})
+    append_record(tmp_path, _named("first"))
     procs = [mp.get_context("fork").Process(target=_append_many, args=(str(tmp_path), w))
              for w in range(3)]
     for p in procs:
@@ -62,9 +72,10 @@ def test_concurrent_appends_never_interleave_or_lose(tmp_path: Path) -> None:
     lines = results_path(tmp_path).read_text().splitlines()
     assert len(lines) == 61
     recs = [json.loads(ln) for ln in lines]
-    assert recs[0] == {"first": True}
-    assert sorted((r["worker"], r["i"]) for r in recs[1:]) == [(w, i) for w in range(3)
-                                                              for i in range(20)]
+    assert recs[0] == _named("first").to_dict()
+    assert sorted(tuple(map(int, r["name"][1:].split("-"))) for r in recs[1:]) == [
+        (w, i) for w in range(3) for i in range(20)]
+    assert all(r["argv"] == ["x" * 5000] for r in recs[1:])
     assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp")]
 
 
@@ -75,13 +86,12 @@ def test_unwritable_results_dir_is_detected(tmp_path: Path) -> None:
         check_writable(blocker / "sub")
 
 
-def _rec(strategy: str, ranks: int, wps: float, placement: str = "colocated") -> dict:
+def _rec(strategy: str, ranks: int, wps: float, placement: str = "colocated") -> RunRecord:
     workers = ranks - (1 if placement == "dedicated" else 0)
-    cfg = load_config(None, ["name=t", f"strategy.name={strategy}",
-                             f"strategy.ps.placement={placement}"])
-    return {"status": "ok", "ranks": ranks, "workers": workers, "words_per_s": wps,
-            "window_s": 1.0, "step_time": {"jitter": 0.001}, "measure": {"steps": 20},
-            "key": record_key(cfg), "config": to_dict(cfg)}
+    return run_record("name=t", f"strategy.name={strategy}",
+                      f"strategy.ps.placement={placement}", ranks=ranks, workers=workers,
+                      words_per_s=wps, window_s=1.0, step_time={"jitter": 0.001},
+                      measure={"steps": 20})
 
 
 def test_report_speedup_efficiency_and_tables(tmp_path: Path) -> None:
@@ -111,8 +121,8 @@ def test_report_speedup_efficiency_and_tables(tmp_path: Path) -> None:
 def test_a_new_results_file_honours_the_umask(tmp_path: Path, umask: int) -> None:
     old = os.umask(umask)
     try:
-        append_record(tmp_path, {"first": 1})
-        append_record(tmp_path, {"second": 2})
+        append_record(tmp_path, _named("first"))
+        append_record(tmp_path, _named("second"))
     finally:
         os.umask(old)
     assert results_path(tmp_path).stat().st_mode & 0o777 == 0o666 & ~umask
@@ -120,11 +130,11 @@ def test_a_new_results_file_honours_the_umask(tmp_path: Path, umask: int) -> Non
 
 @pytest.mark.parametrize("mode", [0o644, 0o664, 0o600])
 def test_an_append_keeps_the_files_mode(tmp_path: Path, mode: int) -> None:
-    append_record(tmp_path, {"first": 1})
+    append_record(tmp_path, _named("first"))
     results_path(tmp_path).chmod(mode)
     old = os.umask(0o077)  # the appending user's umask does not matter for an existing file
     try:
-        append_record(tmp_path, {"second": 2})
+        append_record(tmp_path, _named("second"))
     finally:
         os.umask(old)
     assert results_path(tmp_path).stat().st_mode & 0o777 == mode
@@ -132,10 +142,11 @@ def test_an_append_keeps_the_files_mode(tmp_path: Path, mode: int) -> None:
 
 
 def test_results_that_are_not_utf8_or_not_records_are_named(tmp_path: Path) -> None:
-    results_path(tmp_path).write_bytes(b'{"a": 1}\n\xff\xfe{"b": 2}\n')
+    first = json.dumps(_BASE)
+    results_path(tmp_path).write_bytes(first.encode() + b'\n\xff\xfe{"b": 2}\n')
     with pytest.raises(HvdscaleError, match=r"results.jsonl:2 is not UTF-8 text"):
         read_records(tmp_path)
-    results_path(tmp_path).write_text('{"a": 1}\n"just a string"\n')
+    results_path(tmp_path).write_text(first + '\n"just a string"\n')
     with pytest.raises(HvdscaleError, match=r"results.jsonl:2 is not a JSON record"):
         read_records(tmp_path)
 

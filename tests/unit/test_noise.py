@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from hvdscale.config import load_config, to_dict
 from hvdscale.records.load import SLACK, HostLoad, is_busy, record_load
-from hvdscale.records.store import append_record, read_records, record_key
+from hvdscale.records.run import RunRecord
+from hvdscale.records.store import append_record, read_records
 from hvdscale.study.paired.recommend import WITHIN_NOISE, compare, paired_summary
 from hvdscale.study.report.points import collect
 from hvdscale.study.report.report import write_report
+from tests.records_fixture import run_record
 
 
 def _load_rec(ranks: int, load1: float, cores: int = 2, threads: int = 1,
@@ -56,15 +57,13 @@ def test_only_rank_zeros_host_counts_and_old_records_are_unknown() -> None:
 
 
 def _rec(strategy: str, ranks: int, wps: float, rnd: int | None, load1: float = 0.5,
-         framework: str = "torch") -> dict:
+         framework: str = "torch") -> RunRecord:
     name = "demo" if rnd is None else f"demo-round{rnd + 1}"
-    cfg = load_config(None, [f"name={name}", f"strategy.name={strategy}",
-                             f"framework={framework}", "threads.intra_op=1"])
-    return {"status": "ok", "name": name, "ranks": ranks, "workers": ranks,
-            "words_per_s": wps, "window_s": 1.0, "step_time": {"jitter": 0.001},
-            "measure": {"steps": 20}, "key": record_key(cfg), "config": to_dict(cfg),
-            "rank_hosts": ["h"] * ranks, "host_cores": 2,
-            "threads": {"intra_op": 1, "inter_op": 1}, "loadavg": [load1 + ranks, 1, 1]}
+    return run_record(f"name={name}", f"strategy.name={strategy}", f"framework={framework}",
+                      "threads.intra_op=1", ranks=ranks, workers=ranks, words_per_s=wps,
+                      window_s=1.0, step_time={"jitter": 0.001}, measure={"steps": 20},
+                      rank_hosts=["h"] * ranks, host_cores=2,
+                      threads={"intra_op": 1, "inter_op": 1}, loadavg=[load1 + ranks, 1, 1])
 
 
 def _write(tmp_path: Path, busy_load: float) -> str:

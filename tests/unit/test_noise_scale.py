@@ -129,9 +129,9 @@ def test_report_prints_b_simple_beside_the_statistical_efficiency():
 
     one = _record(1, "weak", [3.0, 2.5, 1.5], 1000.0)
     two = _record(2, "weak", [3.0, 1.5], 1800.0)
-    two["quality"]["noise_scale"] = {"b_simple_tokens": 812.4, "p10": 640.2, "p90": 1003.9,
+    two.quality["noise_scale"] = {"b_simple_tokens": 812.4, "p10": 640.2, "p90": 1003.9,
                                      "global_batch_tokens": 1210.0, "points": 2}
-    one["quality"]["noise_scale"] = {"b_simple_tokens": None, "global_batch_tokens": None,
+    one.quality["noise_scale"] = {"b_simple_tokens": None, "global_batch_tokens": None,
                                      "why": "needs at least two ranks"}
     md = quality_section([one, two])
     head = next(line for line in md.splitlines() if line.startswith("| ranks"))

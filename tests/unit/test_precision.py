@@ -147,10 +147,13 @@ def test_a_run_records_precision_wire_and_compile_time(tmp_path) -> None:
                           "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
-    import json
+    from hvdscale.records.run import RunRecord
+    from hvdscale.records.store import read_records
 
-    rec = json.loads((tmp_path / "results.jsonl").read_text().splitlines()[-1])
-    assert rec["precision"]["compute"] == "bf16" and rec["precision"]["grads"] == "float32"
-    assert rec["precision"]["wire"].startswith("none") and rec["key"]["precision"] == "bf16"
-    took = rec["compile"]
-    assert took["compile_s"] > 0 and took["first_pass_s"] > took["compiled_pass_s"]
+    rec = read_records(tmp_path)[-1]
+    assert isinstance(rec, RunRecord) and rec.precision is not None
+    assert rec.precision["compute"] == "bf16" and rec.precision["grads"] == "float32"
+    assert rec.precision["wire"].startswith("none") and rec.key["precision"] == "bf16"
+    took = rec.compile
+    assert took is not None and took["compile_s"] > 0
+    assert took["first_pass_s"] > took["compiled_pass_s"]

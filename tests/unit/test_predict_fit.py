@@ -13,6 +13,8 @@ import pytest
 
 from hvdscale.cli import main
 from hvdscale.errors import HvdscaleError
+from hvdscale.records.kinds import typed
+from hvdscale.records.run import RunRecord
 from hvdscale.study.predict import fit as F
 from hvdscale.study.predict.families import (
     FAMILIES,
@@ -22,6 +24,7 @@ from hvdscale.study.predict.families import (
 )
 from hvdscale.study.predict.fitoutput import _params
 from hvdscale.study.predict.ownfit import fit_records
+from tests.records_fixture import run_dict
 
 NS = list(range(1, 9))
 TRUE = {"inv_bandwidth": 0.03, "alpha": 0.011, "sync": 0.2, "sigma": 0.07, "per_rank": 0.05}
@@ -77,6 +80,7 @@ def test_ddp_and_mwms_are_rings() -> None:
 # ---- own records: crafted, each rank's compute, idle and communication known ----------------
 
 def _rec(strategy: str, n: int, comm: float, exp: int = 0, servers: int = 1) -> dict:
+    """A run record's JSON object (``_typed`` reads it as the fit does)."""
     steps, words, c1, g1 = 10, 1000, 1e-3, 0.02
     compute = words * c1 * (1 + 0.05 * (n - 1))
     if strategy == "horovod":  # overlapped (hooks): backward (2/3 of compute) hides comm
@@ -89,10 +93,18 @@ def _rec(strategy: str, n: int, comm: float, exp: int = 0, servers: int = 1) -> 
     cfg = {"name": "t", "framework": "torch", "model": {"kind": "nmt", "rnn_impl": "fused"},
            "data": {"batch_size": 8 + exp},
            "strategy": {"name": strategy, "ps": {"num_servers": servers}}}
-    return {"status": "ok", "kind": "run", "workers": n, "ranks": n, "config": cfg,
-            "words": n * words, "window_s": rts[0]["step_s"], "words_per_s": n * words / 10 / step,
-            "rank_times": rts, "idle": {"per_rank": [{"rank": r, "idle_s": idle}
-                                                      for r in range(n)]}}
+    return run_dict(workers=n, ranks=n, config=cfg, words=n * words, window_s=rts[0]["step_s"],
+                    words_per_s=n * words / 10 / step, rank_times=rts,
+                    idle={"per_rank": [{"rank": r, "idle_s": idle,
+                                        "idle_ms_per_step": 1e3 * idle / steps, "idle_steps": 0,
+                                        "compute_s": compute} for r in range(n)]})
+
+
+def _typed(recs: list[dict]) -> list[RunRecord]:
+    """The records as ``hvdscale predict --fit`` reads them from results.jsonl."""
+    out = [typed(r) for r in recs]
+    assert all(isinstance(r, RunRecord) for r in out)
+    return out  # type: ignore[return-value]
 
 
 def _records() -> list[dict]:
@@ -104,7 +116,7 @@ def _records() -> list[dict]:
 
 
 def test_own_records_fit_the_shared_link_and_predict_beyond() -> None:
-    res = fit_records(_records(), 1.0, 1, [1, 2, 4, 8])["strategies"]["ps"]
+    res = fit_records(_typed(_records()), 1.0, 1, [1, 2, 4, 8])["strategies"]["ps"]
     assert res["family"] in ("ps", "shared-link")  # the same formula with k = 1
     assert res["params"][0]["value"] == pytest.approx(0.1 / 10, rel=1e-6)  # per step
     assert len(res["held_out"]) == 3  # n = 2, 3, 4: not vacuous
@@ -118,7 +130,7 @@ def test_overlap_exposes_only_the_part_beyond_backward() -> None:
     recs = [_rec("horovod", n, 0.9 * (n - 1)) for n in (1, 2, 3, 4)]
     two = recs[1]["rank_times"][0]
     assert 0 < two["step_s"] - two["compute_s"] - 0.2 - 0.01 * expected_max_normal(2) < 0.9
-    res = fit_records(recs, 1.0, 1, [8])["strategies"]["horovod"]
+    res = fit_records(_typed(recs), 1.0, 1, [8])["strategies"]["horovod"]
     assert res["family"] == "shared-link"
     assert res["params"][0]["value"] == pytest.approx(0.09, rel=1e-6)  # the whole comm
     compute = 1.0 * (1 + 0.05 * 7)
@@ -164,7 +176,7 @@ def _powers_of_two() -> list[dict]:
 
 def test_powers_of_two_are_fitted_and_the_missing_n_widen_the_interval(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    res = fit_records(_powers_of_two(), 1.0, None, [3, 4, 8])["strategies"]["ps"]
+    res = fit_records(_typed(_powers_of_two()), 1.0, None, [3, 4, 8])["strategies"]["ps"]
     g = res["gaps"]
     assert g["measured"] == [1, 2, 4, 8] and g["missing"] == [3, 5, 6, 7]
     # ps's communication rows: n = 2, 4, 8 (n = 1 has none), 2 records each
@@ -183,7 +195,8 @@ def test_powers_of_two_are_fitted_and_the_missing_n_widen_the_interval(
     assert "- rank counts measured: 1, 2, 4, 8; not measured: 3, 5, 6, 7. The communication " \
            f"fit has {g['comm_dof']} degree(s) of freedom instead of" in out
     contiguous = [r for r in _powers_of_two() if r["workers"] <= 2]
-    assert fit_records(contiguous, 1.0, None, [2])["strategies"]["ps"]["gaps"]["missing"] == []
+    assert fit_records(_typed(contiguous), 1.0, None, [2])["strategies"]["ps"]["gaps"][
+        "missing"] == []
 
 
 # ---- review fixes: byte scale, degrees of freedom, prediction interval, unphysical fits ------
@@ -211,13 +224,13 @@ def test_n1_without_intercept_adds_no_degree_of_freedom() -> None:
     assert f.dof == 0 and f.table()[0]["se"] is None
     assert f.predict(1) == (0.0, 0.0) and math.isnan(f.predict(2)[1])
     recs = [_rec(s, n, 0.1 * (n - 1)) for s in ("ps", "independent") for n in (1, 2)]
-    res = fit_records(recs, 1.0, None, [2, 8])["strategies"]["ps"]
+    res = fit_records(_typed(recs), 1.0, None, [2, 8])["strategies"]["ps"]
     assert all(q["se"] is None for q in res["slowdown"] + res["params"])
     assert "(se unknown)" in _params(res["slowdown"]) and "+- 0" not in _params(res["params"])
     assert res["predictions"][1]["interval"] == [None, None]  # unknown, not a zero width
     # the replicas' slowdown alone unknown (one record at n = 1, 2): still no interval at 8
     recs = [_rec("ps", n, 0.1 * (n - 1)) for n in (1, 2, 3, 4)] + recs[2:]
-    res = fit_records(recs, 1.0, None, [8])["strategies"]["ps"]
+    res = fit_records(_typed(recs), 1.0, None, [8])["strategies"]["ps"]
     assert res["params"][0]["se"] is not None and res["slowdown"][0]["se"] is None
     assert res["predictions"][0]["interval"] == [None, None]
 
@@ -271,8 +284,8 @@ def test_held_out_error_off_the_trend_comes_from_a_fit_that_never_saw_it() -> No
     the trend's own (the n <= 4 points lie exactly on it), so the miss is the whole jump; a fit
     that saw n=5 would bend toward it and read a smaller miss."""
     five = [_rec("independent", 5, 0.0)]
-    trend = fit_records(_records() + five + [_rec("ps", 5, 0.4)], 1.0, 1, [5])
-    off = fit_records(_records() + five + [_rec("ps", 5, 1.2)], 1.0, 1, [5])
+    trend = fit_records(_typed(_records() + five + [_rec("ps", 5, 0.4)]), 1.0, 1, [5])
+    off = fit_records(_typed(_records() + five + [_rec("ps", 5, 1.2)]), 1.0, 1, [5])
     expect = trend["strategies"]["ps"]["held_out"][5]["measured_words_per_s"]
     held = off["strategies"]["ps"]["held_out"][5]
     assert held["predicted_words_per_s"] == pytest.approx(expect, rel=1e-6)

@@ -8,14 +8,15 @@ from __future__ import annotations
 import importlib.util
 import math
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from hvdscale.config import load_config, to_dict
+from hvdscale.records.run import RunRecord
 from hvdscale.study.quality.time_to_quality import crossing, quality_section, target_loss
 from hvdscale.study.quality.time_to_target import round_figures
 from hvdscale.train.until import UntilTracker
+from tests.records_fixture import run_record
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +29,7 @@ def _curve(losses: list[float], every: int = 10, s_per_step: float = 0.1) -> lis
 
 
 def _record(ranks: int, scaling: str, losses: list[float], words_per_s: float,
-            target: float | None = 2.0, batch: int = 32) -> dict[str, Any]:
+            target: float | None = 2.0, batch: int = 32) -> RunRecord:
     """A record as the runner writes it (the parts the report reads)."""
     sets = [f"data.scaling={scaling}", f"data.batch_size={batch}", "measure.eval_every=10"]
     if target is not None:
@@ -37,13 +38,12 @@ def _record(ranks: int, scaling: str, losses: list[float], words_per_s: float,
     curve = _curve(losses)
     hit = next((p for p in curve if target is not None and p["loss"] <= target), None)
     until = cfg["measure"]["until"] if target is not None else None
-    return {"status": "ok", "config": cfg, "ranks": ranks, "workers": ranks,
-            "words_per_s": words_per_s,
-            "quality": {"until": until, "curve": curve, "floor_loss": None,
-                        "reached": hit is not None if until else None,
-                        "time_to_target_s": hit["train_s"] if hit else None,
-                        "train_s": curve[-1]["train_s"] if curve else None,
-                        "steps": curve[-1]["step"] if curve else 0}}
+    return run_record(*sets, ranks=ranks, workers=ranks, words_per_s=words_per_s,
+                      quality={"until": until, "curve": curve, "floor_loss": None,
+                               "reached": hit is not None if until else None,
+                               "time_to_target_s": hit["train_s"] if hit else None,
+                               "train_s": curve[-1]["train_s"] if curve else None,
+                               "steps": curve[-1]["step"] if curve else 0})
 
 
 def test_crossing_interpolates_between_the_evaluations_either_side() -> None:
@@ -61,7 +61,7 @@ def test_a_diverged_evaluation_never_meets_the_target() -> None:
     assert crossing(_curve([3.0, math.nan, math.nan]), 2.0) is None
     one = _record(1, "weak", [3.0, 1.5], 1000.0)
     two = _record(2, "weak", [3.0, math.nan], 1900.0)  # diverged: the run says not reached
-    assert two["quality"]["reached"] is False
+    assert two.quality["reached"] is False
     assert "not reached" in quality_section([one, two]).split("| 2 |")[-1]
 
 
@@ -70,8 +70,8 @@ def test_a_run_that_reports_reached_false_gets_no_crossing() -> None:
     # finite evaluation between diverged ones, or a target met only after the cap) stands.
     one = _record(1, "weak", [3.0, 1.5], 1000.0)
     two = _record(2, "weak", [3.0, 1.5], 1900.0)
-    assert crossing(two["quality"]["curve"], 2.0) is not None
-    two["quality"]["reached"], two["quality"]["time_to_target_s"] = False, None
+    assert crossing(two.quality["curve"], 2.0) is not None
+    two.quality["reached"], two.quality["time_to_target_s"] = False, None
     row = next(line for line in quality_section([one, two]).splitlines()
                if line.startswith("| 2 |"))
     assert "not reached (2 s cap)" in row and "target not reached" in row, row

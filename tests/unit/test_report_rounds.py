@@ -10,26 +10,25 @@ from pathlib import Path
 
 import pytest
 
-from hvdscale.config import load_config, to_dict
-from hvdscale.records.store import append_record, read_records, record_key
+from hvdscale.records.run import RunRecord
+from hvdscale.records.store import append_record, read_records
 from hvdscale.study.plotting import pyplot
 from hvdscale.study.report import scaling_plot
 from hvdscale.study.report.points import collect
 from hvdscale.study.report.report import write_report
+from tests.records_fixture import run_record
 
 # words/s per round: (horovod np1, ddp np1, horovod np2, ddp np2). Horovod's medians are higher
 # at np=2, so a report that judged by one run would call it faster.
 ROUNDS = [(100, 98, 190, 170), (96, 99, 185, 178), (104, 101, 188, 176)]
 
 
-def _rec(strategy: str, ranks: int, wps: float, rnd: int) -> dict:
-    name = f"demo-round{rnd + 1}"
-    cfg = load_config(None, [f"name={name}", f"strategy.name={strategy}", "threads.intra_op=1"])
-    return {"status": "ok", "name": name, "ranks": ranks, "workers": ranks,
-            "words_per_s": wps, "window_s": 1.0, "step_time": {"jitter": 0.001},
-            "measure": {"steps": 20}, "key": record_key(cfg), "config": to_dict(cfg),
-            "rank_hosts": ["h"] * ranks, "host_cores": 2,
-            "threads": {"intra_op": 1, "inter_op": 1}, "loadavg": [0.1 + ranks, 1, 1]}
+def _rec(strategy: str, ranks: int, wps: float, rnd: int) -> RunRecord:
+    return run_record(f"name=demo-round{rnd + 1}", f"strategy.name={strategy}",
+                      "threads.intra_op=1", ranks=ranks, workers=ranks, words_per_s=wps,
+                      window_s=1.0, step_time={"jitter": 0.001}, measure={"steps": 20},
+                      rank_hosts=["h"] * ranks, host_cores=2,
+                      threads={"intra_op": 1, "inter_op": 1}, loadavg=[0.1 + ranks, 1, 1])
 
 
 def _report(tmp_path: Path, rounds: int) -> str:

@@ -5,6 +5,7 @@ a temporary file's 0600). Needs root to make the throwaway user; skipped otherwi
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -18,11 +19,25 @@ from pathlib import Path
 import pytest
 
 from hvdscale.errors import HvdscaleError
+from hvdscale.records.kinds import typed
+from hvdscale.records.run import RunRecord
 from hvdscale.records.store import append_record, check_writable, read_records
 from hvdscale.study.plotting import write_atomic
+from tests.records_fixture import run_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="making a second user needs root")
+
+
+def _by(who: str) -> dict:
+    """The JSON object of a run record whose name says who wrote it."""
+    return {**run_dict(), "name": who}
+
+
+def _rec(who: str) -> RunRecord:
+    rec = typed(_by(who))
+    assert isinstance(rec, RunRecord)
+    return rec
 
 
 @dataclass
@@ -36,7 +51,8 @@ class Colleague:
 
     def python(self, code: str) -> subprocess.CompletedProcess:
         """``code`` run as the colleague (umask 002) by the system's Python, importing this
-        worktree's hvdscale (the store needs nothing outside the standard library)."""
+        worktree's hvdscale (the store and the record kinds need nothing outside the standard
+        library)."""
         prelude = f"import os, sys; os.umask(0o002); sys.path.insert(0, {str(ROOT)!r}); "
         return subprocess.run(["runuser", "-u", self.user, "--", "/usr/bin/python3", "-c",
                                prelude + code], capture_output=True, text=True, timeout=60,
@@ -79,20 +95,21 @@ def umask022() -> Iterator[None]:
 def test_colleague_appends_to_a_lock_made_by_another(colleague: Colleague,
                                                      umask022: None) -> None:
     d = colleague.shared
-    append_record(d, {"who": "owner"})
+    append_record(d, _rec("owner"))
     lock = d / "results.jsonl.lock"
     assert stat.S_IMODE(lock.stat().st_mode) == 0o644  # 0666 less the owner's umask 022
-    r = colleague.python(f"from hvdscale.records.store import append_record, check_writable; "
+    r = colleague.python("import json; from hvdscale.records.kinds import typed; "
+                         "from hvdscale.records.store import append_record, check_writable; "
                          f"check_writable({str(d)!r}); append_record({str(d)!r}, "
-                         "{'who': 'colleague'})")
+                         f"typed(json.loads({json.dumps(_by('colleague'))!r})))")
     assert r.returncode == 0, r.stderr[-2000:]
-    assert [rec["who"] for rec in read_records(d)] == ["owner", "colleague"]
+    assert [rec.name for rec in read_records(d)] == ["owner", "colleague"]
 
 
 def test_lock_is_group_writable_under_a_group_umask(tmp_path: Path) -> None:
     old = os.umask(0o002)
     try:
-        append_record(tmp_path, {"x": 1})
+        append_record(tmp_path, _rec("owner"))
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "results.jsonl.lock").stat().st_mode) == 0o664
@@ -101,7 +118,7 @@ def test_lock_is_group_writable_under_a_group_umask(tmp_path: Path) -> None:
 def test_preflight_fails_when_the_lock_cannot_be_opened(colleague: Colleague,
                                                         umask022: None) -> None:
     d = colleague.shared
-    append_record(d, {"who": "owner"})
+    append_record(d, _rec("owner"))
     (d / "results.jsonl.lock").chmod(0o600)  # a private lock: the colleague cannot open it
     r = colleague.python("from hvdscale.records.store import check_writable; "
                          "from hvdscale.errors import HvdscaleError\n"
@@ -117,7 +134,7 @@ def test_preflight_fails_when_the_lock_cannot_be_opened(colleague: Colleague,
 
 def test_preflight_passes_for_the_colleague_on_a_shared_lock(colleague: Colleague,
                                                              umask022: None) -> None:
-    append_record(colleague.shared, {"who": "owner"})
+    append_record(colleague.shared, _rec("owner"))
     r = colleague.python(f"from hvdscale.records.store import check_writable; "
                          f"check_writable({str(colleague.shared)!r})")
     assert r.returncode == 0, r.stderr[-2000:]

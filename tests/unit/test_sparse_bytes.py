@@ -14,13 +14,15 @@ import pytest
 
 import hvdscale.core.batching as batching
 import hvdscale.corpora.corpus as data
-from hvdscale.config import RunConfig, load_config, to_dict
+from hvdscale.config import RunConfig, load_config
+from hvdscale.records.run import RunRecord
 from hvdscale.study.commbench.model import ps_phase
 from hvdscale.study.predict import sparse_bytes as sb
 from hvdscale.study.predict.compute import ComputeModel
 from hvdscale.study.predict.cost import CommSetup, comm_time
 from hvdscale.study.predict.forecast import predict, sparse_setup, validate
 from hvdscale.study.predict.inputs import Network
+from tests.records_fixture import run_record
 
 D, SRC, TGT = 4, 50, 40
 ROW = 8 + 4 * D
@@ -135,10 +137,12 @@ def test_sparse_setting_changes_only_its_own_strategy_columns() -> None:
         assert ps[s][1]["comm_exposed_s"] < dense[s][1]["comm_exposed_s"]
 
 
-def record(c: RunConfig) -> dict:
-    return {"config": to_dict(c), "workers": 2, "ranks": 2, "words": 400.0,
-            "measure": {"steps": 2}, "idle": {"per_rank": [{"compute_s": 0.02}] * 2},
-            "words_per_s": 1e4, "hosts": ["a"], "threads": {"intra_op": 1}}
+def record(c: RunConfig) -> RunRecord:
+    idle = [{"rank": r, "compute_s": 0.02, "idle_s": 0.0, "idle_ms_per_step": 0.0,
+             "idle_steps": 0} for r in range(2)]
+    return run_record(cfg=c, workers=2, ranks=2, words=400, measure={"steps": 2},
+                      idle={"per_rank": idle}, words_per_s=1e4, hosts=["a"],
+                      threads={"intra_op": 1})
 
 
 def test_each_record_is_predicted_with_its_own_config() -> None:

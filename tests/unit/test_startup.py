@@ -14,6 +14,7 @@ from hvdscale.core.startup import PHASES, StartupClock, process_start
 from hvdscale.records.startup import summarize_startup
 from hvdscale.study.report.startup import startup_section
 from hvdscale.study.sweep.overhead import TIMING_FILE, LaunchTiming, write_timing
+from tests.records_fixture import failed_record, run_record
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,14 +63,14 @@ def test_the_record_keeps_every_rank_and_the_slowest_per_phase() -> None:
 
 
 def test_the_report_names_the_slow_phase_and_the_sweeps_own_time(tmp_path: Path) -> None:
-    rec = {"status": "ok", "name": "demo", "ranks": 2, "key": {"series": "torch / fused / ps"},
-           "startup": summarize_startup([_entry(1.0, imports=2.0, side_channel=9.0),
-                                         _entry(1.0, imports=2.5)])}
+    rec = run_record("name=demo", ranks=2, key={"series": "torch / fused / ps"},
+                     startup=summarize_startup([_entry(1.0, imports=2.0, side_channel=9.0),
+                                                _entry(1.0, imports=2.5)]))
     for k in range(3):
         t = LaunchTiming(begin=100.0 * k)
         t.sampled, t.spawned, t.exited = t.begin + 0.25, t.begin + 0.3, t.begin + 50.0
         write_timing(tmp_path, "p", 0, t.entry(None, 100.0 * (k - 1) + 50.0 if k else None))
-    md = startup_section([rec, {"status": "failed", "ranks": 2}], tmp_path)
+    md = startup_section([rec, failed_record(ranks=2)], tmp_path)
     row = next(x for x in md.splitlines() if x.startswith("| demo torch / fused / ps | 2 | 1 |"))
     assert "| 11.00 | 2.50 |" in row  # the slowest rank's total, the slowest imports
     assert row.endswith("| side channel and rendezvous (9.00 s) |")

@@ -7,6 +7,7 @@ import pytest
 
 from hvdscale.config import load_config, to_dict
 from hvdscale.study.stepcost.step_flops import achieved, flops_per_word
+from tests.records_fixture import run_record
 
 torch = pytest.importorskip("torch")
 
@@ -35,7 +36,7 @@ def test_flops_per_word_is_six_per_gemm_weight(sets: list[str]) -> None:
         expected = 6 * (_gemm_weights(m.encoder) + _gemm_weights(m.decoder)
                         + _gemm_weights(m.proj)) / 2
     assert flops_per_word(model)["total"] == pytest.approx(expected)
-    rec = {"config": {"model": model}, "words_per_s": 1e6, "ranks": 2, "workers": 2}
+    rec = run_record(cfg=cfg, words_per_s=1e6, ranks=2, workers=2)
     assert achieved(rec)["tflops_per_rank"] == pytest.approx(expected / 2e6)
 
 

@@ -5,6 +5,7 @@ each refusal's line whole."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from hvdscale.errors import HvdscaleError
 from hvdscale.records import store
 from hvdscale.records.store import append_record, check_writable
+from tests.records_fixture import run_dict, run_record
 from tests.tmpfs import mounted_tmpfs
 
 
@@ -70,12 +72,17 @@ def test_each_refusal_reads_in_full(tmp_path: Path) -> None:
 
 def test_an_append_writes_one_sorted_line_and_never_glues_two(tmp_path: Path) -> None:
     d = tmp_path / "a" / "b"  # made as needed
-    append_record(d, {"b": 1, "a": float("nan")})  # NaN is a value a run can record
+    rec = run_record(final_loss=float("nan"))  # NaN is a value a run can record
+    append_record(d, rec)
     f = d / "results.jsonl"
-    assert f.read_text() == '{"a": NaN, "b": 1}\n'
-    f.write_text('{"a": 1}')  # edited by hand, no newline at its end
-    append_record(d, {"c": 2})
-    assert f.read_text() == '{"a": 1}\n{"c": 2}\n'
+    text = f.read_text()
+    assert text == json.dumps(rec.to_dict(), sort_keys=True, allow_nan=True) + "\n"
+    assert text.count("\n") == 1 and '"final_loss": NaN' in text
+    assert list(json.loads(text)) == sorted(json.loads(text))
+    one = text.rstrip("\n")
+    f.write_text(one)  # edited by hand, no newline at its end
+    append_record(d, rec)
+    assert f.read_text() == f"{one}\n{one}\n"
 
 
 def test_a_taken_temporary_name_is_skipped_and_no_free_one_is_one_error(
@@ -104,12 +111,17 @@ def test_every_bad_results_file_is_named_with_its_line(tmp_path: Path) -> None:
 
     assert refused(tmp_path / "none") == f"no results at {tmp_path / 'none'}"
     f = tmp_path / "results.jsonl"
-    f.write_text('{"a": 1}\n\n{"b": 2}\n')  # a blank line is skipped, not the end
-    assert store.load_records(tmp_path) == [(f"{f}:1", {"a": 1}), (f"{f}:3", {"b": 2})]
-    f.write_bytes(b'{"a": 1}\n\xff\n')
+    a, b = json.dumps(run_dict("name=a")), json.dumps(run_dict("name=b"))
+    f.write_text(f"{a}\n\n{b}\n")  # a blank line is skipped, not the end
+    assert [(w, r.name) for w, r in store.load_records(tmp_path)] == [(f"{f}:1", "a"),
+                                                                       (f"{f}:3", "b")]
+    f.write_bytes(a.encode() + b'\n\xff\n')
     assert refused(f) == f"{f}:2 is not UTF-8 text; is it a results.jsonl file?"
-    f.write_text('{"a": 1}\nnot json\n')
+    f.write_text(f"{a}\nnot json\n")
     assert refused(f) == f"{f}:2 is not a JSON record"
+    f.write_text(f'{a}\n{{"a": 1}}\n')  # an object, but no record of any kind
+    assert refused(f) == (f"{f}:2: field 'a' is not one a run record holds (docs/records.md "
+                          "lists them)")
     f.write_text("[" + ", ".join(["1"] * 30) + "]\n")
     assert refused(f) == (f"{f}:1 is not a JSON record (an object {{...}}), but list "
                           "[1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, ")

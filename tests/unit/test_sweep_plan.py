@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from hvdscale.config import to_dict
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.store import read_records
 from hvdscale.study.sweep import sweep
@@ -32,6 +31,7 @@ from hvdscale.study.sweep.sweep import (
     run_sweep,
     time_left,
 )
+from tests.records_fixture import failed_record, run_dict, run_record
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs" / "demo.yaml"
@@ -148,10 +148,10 @@ def test_horovodrun_and_srun_commands(tmp_path: Path) -> None:
 def test_recorded_matches_config_and_ranks_only_for_ok(tmp_path: Path) -> None:
     spec = _plan(tmp_path)
     p = spec.points[3]
-    ok = {"status": "ok", "ranks": 2, "config": to_dict(p.cfg), "words_per_s": 5.0}
+    ok = run_record(cfg=p.cfg, ranks=2, words_per_s=5.0)
     assert recorded([ok], p) is ok
-    assert recorded([{**ok, "status": "failed"}], p) is None
-    assert recorded([{**ok, "ranks": 1}], p) is None
+    assert recorded([failed_record(cfg=p.cfg, ranks=2)], p) is None
+    assert recorded([run_record(cfg=p.cfg, ranks=1, words_per_s=5.0)], p) is None
     other = plan_sweep(SweepRequest(CONFIG, "2", "horovod", out=tmp_path,
                                     overrides=["measure.steps=7"]), check_out=False).points[0]
     assert recorded([ok], other) is None  # a changed setting is a new point
@@ -194,8 +194,7 @@ def test_a_point_that_wrote_its_record_then_overran_has_one_status(
     spec = dataclasses.replace(_plan(tmp_path, np="1", strategies="independent", timeout_s=1.0),
                                launch_per_point=True)
     point = spec.points[0]
-    rec = {"schema": 1, "status": "ok", "ranks": 1, "config": to_dict(point.cfg),
-           "words_per_s": 42.0}
+    rec = run_dict(cfg=point.cfg, ranks=1, words_per_s=42.0)
     (tmp_path / "rec.json").write_text(json.dumps(rec) + "\n")
     spec.out.mkdir(parents=True)
     bindir = tmp_path / "bin"
@@ -208,8 +207,8 @@ def test_a_point_that_wrote_its_record_then_overran_has_one_status(
     result = run_sweep(spec, say=said.append)
     (outcome,) = result.outcomes
     assert outcome.status == "ok" and outcome.words_per_s == 42.0
-    statuses = [r["status"] for r in read_records(spec.out)]
-    assert statuses == ["ok"], statuses  # one point, one status: not also "failed"
+    kinds = [r.kind for r in read_records(spec.out)]
+    assert kinds == ["run"], kinds  # one point, one status: not also "failed"
     # The progress line (after a busy-host warning, when others load this machine).
     said = [s for s in said if ": warning: this host is busy" not in s]
     assert said[0].startswith("[1/1] torch independent np=1: ok 42.0 words/s")

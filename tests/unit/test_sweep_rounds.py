@@ -73,10 +73,11 @@ def test_rounds_are_interleaved_rotated_tagged_and_resumed(tmp_path: Path,
     # Round 2 of np=2 horovod is lost (as a failed launch would leave it): the rerun of the
     # same sweep launches that round only, tagged round 2, and skips the other eleven.
     recs = read_records(spec.out)
-    lost = next(r for r in recs if r["ranks"] == 2 and r["config"]["strategy"]["name"]
-                == "horovod" and round_of(r) == 1)
+    lost = next(r for r in recs if r.ranks == 2 and r.strategy_name == "horovod"
+                and round_of(r) == 1)
     kept = [r for r in recs if r is not lost]
-    (spec.out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    (spec.out / "results.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n"
+                                                    for r in kept))
     said.clear()
     result = run_sweep(spec, say=said.append)
     assert [o.status for o in result.outcomes].count("skipped") == 11

@@ -16,7 +16,9 @@ import statistics
 
 from many_cores_report import scaling_rows, speedup_cell, validation_rows  # bench/ on sys.path
 
-from hvdscale.records.schema import ok_run, startup, workers
+from hvdscale.records.fields import Record
+from hvdscale.records.gemm import GemmRecord
+from hvdscale.records.run import RunRecord
 from hvdscale.study.stepcost.gpu_limit import limit_rows
 from hvdscale.study.stepcost.gpu_limit import markdown as limit_markdown
 
@@ -27,15 +29,15 @@ H100_GEMM = "h100_2026-11-27/gpu/gemm/results.jsonl"
 """The first loan's GEMM curves (the same GPU model): this loan's gemm stage was cut for time."""
 
 
-def _ok(recs: list[dict]) -> list[dict]:
-    return [r for r in recs if ok_run(r)]
+def _ok(recs: list[Record]) -> list[RunRecord]:
+    return [r for r in recs if isinstance(r, RunRecord)]
 
 
 SCALING_HEAD = ("| strategy | n | words/s (median) | min-max | rounds | speed-up, paired in a "
                 "round | efficiency | idle ms a step |\n|:--|--:|--:|:--|--:|:--|--:|--:|")
 
 
-def evidence_scaling(round1: list[dict], round2: list[dict]) -> list[str]:
+def evidence_scaling(round1: list[Record], round2: list[Record]) -> list[str]:
     """The demo on 16 cores, as one table (a stale or extra row fails the check): per strategy
     and n, words/s (median over the rounds that reached it, min-max), the speed-up paired within
     each round over that round's own n = 1 (median [range]) and its efficiency, idle ms a step.
@@ -54,7 +56,7 @@ FIT_HEAD = ("| round | strategy | n | measured words/s | predicted | error | wit
             "| term most wrong |\n|--:|:--|--:|--:|--:|--:|:--|:--|")
 
 
-def evidence_fit(round1: list[dict], round2: list[dict]) -> list[str]:
+def evidence_fit(round1: list[Record], round2: list[Record]) -> list[str]:
     """``predict --fit`` on n <= 4 of each round, its error at n = 6 and 8 per strategy, as one
     table, and which rounds could be validated: one round's errors are figures, not a verdict
     on the predictor (that needs 3 rounds, each validated against its own points)."""
@@ -71,22 +73,23 @@ def evidence_fit(round1: list[dict], round2: list[dict]) -> list[str]:
             f"verdict needs; fits that failed: {', '.join(map(str, failed)) or 'none'}"]
 
 
-def evidence_fit_other_base(round1: list[dict], round2: list[dict]) -> list[str]:
+def evidence_fit_other_base(round1: list[Record], round2: list[Record]) -> list[str]:
     """The same fit with round 2's np = 1 points in place of round 1's: how far one base run
     moves the errors at n = 6 and 8."""
-    mixed = ([r for r in _ok(round1) if workers(r) > 1]
-             + [r for r in _ok(round2) if workers(r) == 1])
+    mixed = ([r for r in _ok(round1) if r.workers > 1]
+             + [r for r in _ok(round2) if r.workers == 1])
     rows = [r for r in validation_rows("demo", [mixed], 4) if "error" not in r and r["n"] > 4]
     return ["with round 2's np = 1 as the base: " + ", ".join(
         f"{r['strategy']} {r['n']} {100 * (r['ratio'] - 1):+.1f} %" for r in rows)]
 
 
-def evidence_startup(round1: list[dict], round2: list[dict], seeds: list[dict]) -> list[str]:
+def evidence_startup(round1: list[Record], round2: list[Record],
+                     seeds: list[Record]) -> list[str]:
     """Start-up phases (the slowest rank's seconds, median over points): the CPU sweep's points
     and the seeds' GPU runs."""
     out = []
     for name, recs in (("CPU sweep", _ok(round1) + _ok(round2)), ("GPU seeds", _ok(seeds))):
-        marks = [startup(r) for r in recs if startup(r)]
+        marks = [r.startup for r in recs if r.startup]
         keys = ("imports", "mpi", "model", "first_step")
         cells = " | ".join(f"{statistics.median(m['max_s'][k] for m in marks):.1f}" for k in keys)
         total = [m["total_max_s"] for m in marks]
@@ -95,10 +98,10 @@ def evidence_startup(round1: list[dict], round2: list[dict], seeds: list[dict]) 
     return out
 
 
-def evidence_seeds(seeds: list[dict], gemms: list[dict]) -> list[str]:
+def evidence_seeds(seeds: list[Record], gemms: list[Record]) -> list[str]:
     """The seeds' model at fp32, TF32 and bf16, fused and loop: the limit table's rows, and
     each precision's speed-up over fp32."""
-    (g,) = [r for r in gemms if r.get("kind") == "gemm"]
+    (g,) = [r for r in gemms if isinstance(r, GemmRecord)]
     ok = _ok(seeds)
     rows = limit_rows(ok, g)
     out = [line for line in limit_markdown(rows).splitlines() if line.startswith("|NVIDIA")]

@@ -17,7 +17,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from hvdscale.records import schema
+from hvdscale.records.batch import BatchRecord
+from hvdscale.records.fields import Record
+from hvdscale.records.gemm import GemmRecord
+from hvdscale.records.profile import ProfileRecord
+from hvdscale.records.reader import read
+from hvdscale.records.run import RunRecord
 
 NAMED = re.compile(r"bench/results/([\w./-]+\.json)\b")
 """A raw file as the text names it (start-up files are .json)."""
@@ -34,34 +39,34 @@ def startup_problems(name: str, d: Any) -> list[str]:
             "cannot be stated"] if missing else []
 
 
-def _device(rec: dict[str, Any]) -> Any:
-    return schema.device(rec) if "device" in rec else None  # a profile record has none
+MEASURED = (RunRecord, GemmRecord, ProfileRecord, BatchRecord)
+"""The kinds that hold a figure of their own (not a sweep's timing line, a failed point)."""
 
 
-def _on_gpu(rec: dict[str, Any]) -> bool:
-    dev = _device(rec)
-    return dev == "cuda" or bool(isinstance(dev, dict) and dev.get("gpu")) or bool(rec.get("gpu"))
+def _gpu(rec: RunRecord | GemmRecord | ProfileRecord | BatchRecord) -> tuple[bool, str | None]:
+    """(it ran on a GPU, the GPU's model where the record names it)."""
+    if isinstance(rec, RunRecord):
+        gpu = rec.device.get("gpu")
+    elif isinstance(rec, ProfileRecord):
+        gpu = rec.gpu
+    else:  # a GEMM curve says only its device; a batch record none
+        return isinstance(rec, GemmRecord) and rec.device == "cuda", None
+    model = gpu.get("model") if isinstance(gpu, dict) else None
+    return bool(gpu), str(model) if model else None
 
 
-def _gpu_model(rec: dict[str, Any]) -> str | None:
-    dev = _device(rec)
-    for gpu in ((dev or {}).get("gpu") if isinstance(dev, dict) else None, rec.get("gpu")):
-        if isinstance(gpu, dict) and gpu.get("model"):
-            return str(gpu["model"])
-    return None
-
-
-def record_problems(name: str, rec: dict[str, Any], machine: dict[str, Any]) -> list[str]:
+def record_problems(name: str, rec: Record, machine: dict[str, Any]) -> list[str]:
     """What one record measured on another machine lacks (``machine``: its machine.json)."""
-    if "words_per_s" not in rec and schema.kind(rec) not in ("gemm", "profile", "batch"):
+    if not isinstance(rec, MEASURED):
         return []  # sweep timing lines, failed-point notes: no figure of their own
-    what = f"{name}: {schema.name(rec) if 'name' in rec else schema.kind(rec)}"
+    what = f"{name}: {rec.kind if isinstance(rec, GemmRecord) else rec.name}"
     bad = []
-    if not (rec.get("versions") or {}).get("mpi"):
+    if not rec.versions.get("mpi"):
         bad.append(f"{what} does not name its MPI library (versions.mpi)")
-    if not schema.loadavg(rec):
+    if not rec.loadavg:
         bad.append(f"{what} does not carry the host's load (loadavg)")
-    if _on_gpu(rec) and not (_gpu_model(rec) or machine.get("gpu")):
+    on_gpu, model = _gpu(rec)
+    if on_gpu and not (model or machine.get("gpu")):
         bad.append(f"{what} ran on a GPU and names none (record or machine.json)")
     return bad
 
@@ -78,9 +83,7 @@ def check_provenance(texts: list[str], results: Path) -> tuple[int, list[str]]:
     for machine_file in sorted(results.glob("**/machine.json")):
         machine = json.loads(machine_file.read_text())
         for records in sorted(machine_file.parent.glob("**/*.jsonl")):
-            for line in records.read_text().splitlines():
-                rec = json.loads(line) if line.strip() else None
-                if isinstance(rec, dict):
-                    n += 1
-                    bad += record_problems(str(records.relative_to(results)), rec, machine)
+            for rec in read(records):
+                n += 1
+                bad += record_problems(str(records.relative_to(results)), rec, machine)
     return n, bad

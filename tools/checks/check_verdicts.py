@@ -12,7 +12,7 @@ from typing import Any
 import readme_figures
 from check_evidence import ROUNDS, _ok, validation_rows
 
-from hvdscale.records.schema import strategy_name, words_per_s, workers
+from hvdscale.records.fields import Record
 
 MIN_ROUNDS = 3
 VERDICT = re.compile(r"\bwithin \d+(?:\.\d+)? ?%"
@@ -43,9 +43,9 @@ def unsupported_verdicts(text: str) -> list[str]:
     return bad
 
 
-def readme_evidence(round1: list[dict], round2: list[dict]) -> list[str]:
+def readme_evidence(round1: list[Record], round2: list[Record]) -> list[str]:
     """README's 8-rank paragraph: the np = 8 words/s of round 1 and the fit's error ranges."""
-    at8 = {strategy_name(r): words_per_s(r) for r in _ok(round1) if workers(r) == 8}
+    at8 = {r.strategy_name: r.words_per_s for r in _ok(round1) if r.workers == 8}
     rows = [r for r in validation_rows("demo", [_ok(round1), _ok(round2)], 4)
             if "error" not in r and r["round"] == 0 and r["n"] in (6, 8)]
 

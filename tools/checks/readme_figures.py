@@ -12,7 +12,7 @@ from typing import Any
 
 from check_evidence import _ok
 
-from hvdscale.records.schema import words_per_s
+from hvdscale.records.fields import Record
 
 SEEDS = "h100_2026-11-27b/gpu/seeds/results.jsonl"
 DEMO = "demo_timing_issue44/"
@@ -27,9 +27,9 @@ def min_s(seconds: float) -> str:
     return f"{m} min {s:02d} s"
 
 
-def gpu_seeds(records: list[dict[str, Any]]) -> list[str]:
+def gpu_seeds(records: list[Record]) -> list[str]:
     """The seed notes' NMT on one H100, fused at fp32, TF32 and bf16, and the loop's range."""
-    by = {(r["config"]["model"]["rnn_impl"], r["precision"]["compute"]): words_per_s(r)
+    by = {(r.model_config["rnn_impl"], (r.precision or {})["compute"]): r.words_per_s
           for r in _ok(records)}
     loop = sorted(v for (impl, _), v in by.items() if impl == "loop")
     return [f"trained {by['fused', 'fp32']:,.0f} words/s with the fused kernel in fp32, "

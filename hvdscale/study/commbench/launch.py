@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from hvdscale.errors import HvdscaleError
-from hvdscale.records.schema import SCHEMA_VERSION
+from hvdscale.records.migrate import SCHEMA_VERSION
 from hvdscale.study.commbench.model import (
     allreduce_factor,
     fit_alpha_beta,

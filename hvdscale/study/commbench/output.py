@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from hvdscale.errors import HvdscaleError
+from hvdscale.records.commbench import CommbenchRecord
 from hvdscale.study.commbench.model import refit
 from hvdscale.study.commbench.sizes import human
 from hvdscale.study.plotting import figure
@@ -89,7 +90,8 @@ def plot(result: dict[str, Any], path: Path) -> Path:
 
 def write_outputs(result: dict[str, Any], out: Path, with_plot: bool = True) -> None:
     """DIR/commbench.json, commbench.md and (with_plot) commbench.png."""
-    (out / "commbench.json").write_text(json.dumps(result, indent=1))
+    checked = CommbenchRecord.from_dict(result, where="the commbench record being written")
+    (out / "commbench.json").write_text(json.dumps(checked.to_dict(), indent=1))
     (out / "commbench.md").write_text(table(result))
     if with_plot:
         plot(result, out / "commbench.png")

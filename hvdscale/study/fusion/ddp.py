@@ -21,7 +21,7 @@ from typing import Any
 
 from hvdscale.config import DDPConfig, load_config
 from hvdscale.errors import HvdscaleError
-from hvdscale.records import schema
+from hvdscale.records.run import RunRecord
 from hvdscale.study.fusion.report import paired, words_per_round
 from hvdscale.study.fusion.settings import parse_floats
 from hvdscale.study.paired.recommend import recommend
@@ -135,20 +135,20 @@ def run_buckets(spec: BucketSpec, say: Callable[[str], None] = print) -> dict[st
     return res
 
 
-def analyze(rows: Sequence[tuple[float | None, list[dict[str, Any] | None]]]) -> dict[str, Any]:
+def analyze(rows: Sequence[tuple[float | None, list[RunRecord | None]]]) -> dict[str, Any]:
     """Medians per bucket size; the recommendation (paired per-round ratios over DDP's
     default, the rule of ``hvdscale.study.paired.recommend``) and the best size's paired gains.
     Each row's records are indexed by round, None for a round whose launch failed."""
     table, recs_of = [], {}
     for mb, rounds in rows:
         recs = [r for r in rounds if r is not None]
-        wps = [schema.words_per_s(r) for r in recs]
+        wps = [r.words_per_s for r in recs]
         recs_of[label(mb)] = rounds
         table.append({"label": label(mb), "bucket_cap_mb": mb, "repeats": len(recs),
                       "words_per_s": statistics.median(wps) if wps else None,
                       "words_per_s_all": words_per_round(rounds),
                       "buckets": _bucket_count(recs[0]) if recs else None,
-                      "loadavg": [schema.loadavg(r) for r in recs]})
+                      "loadavg": [r.loadavg for r in recs]})
     ref = label(DDP_DEFAULT_MB)
     rec = recommend({r["label"]: r["words_per_s_all"] for r in table
                      if r["bucket_cap_mb"] is not None}, ref)
@@ -161,8 +161,8 @@ def analyze(rows: Sequence[tuple[float | None, list[dict[str, Any] | None]]]) ->
     return out
 
 
-def _bucket_count(rec: dict[str, Any]) -> int | None:
-    sizes = schema.strategy_info(rec).get("bucket_sizes")
+def _bucket_count(rec: RunRecord) -> int | None:
+    sizes = rec.strategy.get("bucket_sizes")
     return len(str(sizes).split(",")) if sizes else None
 
 

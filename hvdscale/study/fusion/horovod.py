@@ -28,7 +28,6 @@ from typing import Any
 
 from hvdscale.config import load_config
 from hvdscale.errors import HvdscaleError
-from hvdscale.records import schema
 from hvdscale.study.fusion.report import analyze
 from hvdscale.study.fusion.settings import Setting, grid_settings, parse_floats, parse_overlaps
 from hvdscale.study.sweep.hostfile import write_hostfile
@@ -195,7 +194,7 @@ def run_autotune(spec: FusionSpec, hostfile: Path | None,
         rec = o.record
     else:
         say("[autotune] skipped, already recorded")
-    tuned = schema.strategy_info(rec or {}).get("autotune")
+    tuned = rec.strategy.get("autotune") if rec is not None else None
     if not tuned:
         say("[autotune] the record holds no autotune log; skipping its point")
         return None
@@ -241,7 +240,7 @@ def _run(spec: FusionSpec, hf: Path | None, say: Callable[[str], None]) -> dict[
                 continue
             done += 1
             say(f"[{done}/{total}] round {r + 1}/{spec.repeats} {s.label}: skipped, already "
-                f"measured ({schema.words_per_s(have):.0f} words/s)")
+                f"measured ({have.words_per_s:.0f} words/s)")
 
         def tell(o: Outcome, r: int = r) -> None:
             nonlocal done

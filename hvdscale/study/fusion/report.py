@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.config import OVERLAP_MODES
-from hvdscale.records import schema
+from hvdscale.records.run import RunRecord
 from hvdscale.study.fusion.settings import HOROVOD_DEFAULT, Setting
 from hvdscale.study.paired.recommend import (
     MIN_VERDICT_ROUNDS,
@@ -30,40 +30,40 @@ def _med(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
-def _timeline_median(rec: dict[str, Any], key: str) -> float | None:
-    return (schema.timeline_summary(rec).get("median") or {}).get(key)
+def _timeline_median(rec: RunRecord, key: str) -> float | None:
+    return (rec.timeline_summary.get("median") or {}).get(key)
 
 
-def words_per_round(recs: list[dict | None]) -> list[float | None]:
+def words_per_round(recs: list[RunRecord | None]) -> list[float | None]:
     """Each round's words/s (None where that round's launch failed or did not run)."""
-    return [None if r is None else schema.words_per_s(r) for r in recs]
+    return [None if r is None else r.words_per_s for r in recs]
 
 
-def paired(a: list[dict | None], b: list[dict | None]) -> dict[str, Any] | None:
+def paired(a: list[RunRecord | None], b: list[RunRecord | None]) -> dict[str, Any] | None:
     """Per-round ratios of words/s of ``a`` over ``b`` (both indexed by round, None for a
     failed round): median, spread (min, max), n, the ratios, and whether every round agrees on
     the side of 1.0."""
     return ratio_summary(paired_ratios(words_per_round(a), words_per_round(b)))
 
 
-def _point_row(s: Setting, rounds: list[dict[str, Any] | None]) -> dict[str, Any]:
+def _point_row(s: Setting, rounds: list[RunRecord | None]) -> dict[str, Any]:
     """One point's row of the table: its setting, words/s per round, and the medians over the
     rounds it recorded (words/s, idle and step time, the timeline's allreduce and buffers)."""
     wps_all = words_per_round(rounds)
     recs = [r for r in rounds if r is not None]
-    wps = [schema.words_per_s(r) for r in recs]
+    wps = [r.words_per_s for r in recs]
     return {"label": s.label, "kind": s.kind, "threshold_mb": s.effective()[0],
             "cycle_ms": s.effective()[1], "overlap": s.overlap, "repeats": len(recs),
             "words_per_s": _med(wps), "words_per_s_all": wps_all,
             "spread_pct": (100 * (max(wps) - min(wps)) / _med(wps)) if len(wps) > 1 else None,
-            "non_compute_ms": _med([schema.idle(r).get("idle_ms_per_step") for r in recs]),
-            "step_ms": _med([schema.step_time(r)["median"] * 1e3 for r in recs]),
+            "non_compute_ms": _med([r.idle.get("idle_ms_per_step") for r in recs]),
+            "step_ms": _med([r.step_median_s * 1e3 for r in recs]),
             "allreduce_ms": _med([_timeline_median(r, "allreduce_ms") for r in recs]),
             "fused_buffers": _med([_timeline_median(r, "fused_buffers") for r in recs]),
-            "loadavg": [schema.loadavg(r) for r in recs]}
+            "loadavg": [r.loadavg for r in recs]}
 
 
-def analyze(rows: list[tuple[Setting, list[dict[str, Any] | None]]]) -> dict[str, Any]:
+def analyze(rows: list[tuple[Setting, list[RunRecord | None]]]) -> dict[str, Any]:
     """Medians per point; the recommended point (best paired ratio over the defaults, beyond
     noise; else the defaults) as ``best``, with ``recommendation`` saying why; its paired gains
     over defaults, fusion off, autotune and independent replicas.
@@ -71,8 +71,8 @@ def analyze(rows: list[tuple[Setting, list[dict[str, Any] | None]]]) -> dict[str
     Each row's records are indexed by round (``hvdscale.study.paired.rounds.by_round``), None for a
     round whose launch failed: ratios pair round i with round i, never shifted records."""
     table = []
-    by_kind: dict[str, list[dict | None]] = {}
-    recs_of: dict[str, list[dict | None]] = {}
+    by_kind: dict[str, list[RunRecord | None]] = {}
+    recs_of: dict[str, list[RunRecord | None]] = {}
     for s, rounds in rows:
         table.append(_point_row(s, rounds))
         recs_of[s.label] = rounds

@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
-from hvdscale.records import schema
+from hvdscale.records.failed import FailedRecord
+from hvdscale.records.run import RunRecord
 
 ROUND_SUFFIX = "-round"
 _TAG = re.compile(re.escape(ROUND_SUFFIX) + r"(\d+)$")
 
 
-def round_of(rec: dict[str, Any]) -> int | None:
+def round_of(rec: RunRecord | FailedRecord) -> int | None:
     """The 0-based round a record's name is tagged with; None for an untagged record."""
-    m = _TAG.search(str(rec.get("name") or ""))
+    m = _TAG.search(rec.name or "")
     return int(m.group(1)) - 1 if m else None
 
 
@@ -33,17 +33,17 @@ def untagged(name: str) -> str:
     return _TAG.sub("", name)
 
 
-def by_round(recs: Sequence[dict[str, Any]], repeats: int) -> list[dict[str, Any] | None]:
+def by_round(recs: Sequence[RunRecord | FailedRecord], repeats: int) -> list[RunRecord | None]:
     """One entry per round 0 .. ``repeats``-1: that round's ok record (the latest, if the round
     was relaunched), None where its launch failed or has not run.
 
     Records without a round tag (written before launches were tagged) fill the rounds no tagged
     record holds, in the order they were written: right as long as none of them failed.
     """
-    out: list[dict[str, Any] | None] = [None] * repeats
+    out: list[RunRecord | None] = [None] * repeats
     untagged = []
     for rec in recs:
-        if not schema.is_ok(rec):
+        if not isinstance(rec, RunRecord):
             continue
         r = round_of(rec)
         if r is None:
@@ -56,9 +56,9 @@ def by_round(recs: Sequence[dict[str, Any]], repeats: int) -> list[dict[str, Any
     return out
 
 
-def words_by_round(recs: Sequence[dict[str, Any]]) -> list[float | None]:
+def words_by_round(recs: Sequence[RunRecord | FailedRecord]) -> list[float | None]:
     """One point's words/s per round (``by_round`` over as many rounds as its records tag or
     hold): what paired ratios (``hvdscale.study.paired.recommend``) divide round by round."""
     tags = [r for r in map(round_of, recs) if r is not None]
     n = max([len(recs), *(t + 1 for t in tags)])
-    return [None if rec is None else schema.words_per_s(rec) for rec in by_round(recs, n)]
+    return [None if rec is None else rec.words_per_s for rec in by_round(recs, n)]

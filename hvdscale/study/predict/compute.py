@@ -12,7 +12,7 @@ import numpy as np
 
 from hvdscale.config import RunConfig, to_dict
 from hvdscale.errors import HvdscaleError
-from hvdscale.records import schema
+from hvdscale.records.run import RunRecord
 from hvdscale.study.predict.cost import CommSetup, comm_time
 from hvdscale.study.predict.inputs import Network
 
@@ -42,44 +42,43 @@ class ComputeModel:
         return float(np.median(vals)) if vals else 0.0
 
 
-def _same_model(rec: dict, cfg: RunConfig) -> bool:
+def _same_model(rec: RunRecord, cfg: RunConfig) -> bool:
     from hvdscale.records.experiment import identity
 
-    c = schema.config_or_empty(rec)
+    c = rec.config
     # Compared as identities: where a custom model's module was found does not matter, and
     # records from before the custom-model fields keep matching.
-    return (schema.is_ok(rec) and c.get("framework") == cfg.framework
+    return (c.get("framework") == cfg.framework
             and identity(c).get("model") == identity(to_dict(cfg)).get("model"))
 
 
-def _rank_compute(rec: dict) -> list[float]:
+def _rank_compute(rec: RunRecord) -> list[float]:
     """Per computing rank, compute seconds per measured step."""
-    idle = schema.idle(rec)
-    steps = idle.get("steps") or schema.measured_steps(rec)
+    idle = rec.idle
+    steps = idle.get("steps") or rec.measured_steps
     return [p["compute_s"] / steps for p in idle.get("per_rank", [])]
 
 
-def critical_compute(rec: dict) -> float:
+def critical_compute(rec: RunRecord) -> float:
     """The run's own compute on a step's critical path: each step waits for its slowest rank,
     so a rank's compute plus its straggler idle, per step, averaged over ranks."""
-    idle = schema.idle(rec)
-    steps = idle.get("steps") or schema.measured_steps(rec)
+    idle = rec.idle
+    steps = idle.get("steps") or rec.measured_steps
     return float(np.mean([(p["compute_s"] + p.get("idle_s", 0.0)) / steps
                           for p in idle.get("per_rank", [])]))
 
 
 def _check_record(rec: Any, where: str) -> None:
     try:
-        assert isinstance(rec, dict)
-        ok = (schema.window_s(rec) > 0 and schema.words(rec) > 0
-              and schema.measured_steps(rec) > 0)
-        assert ok and schema.workers(rec) >= 1 and _rank_compute(rec)
+        assert isinstance(rec, RunRecord)
+        ok = rec.window_s > 0 and rec.words > 0 and rec.measured_steps > 0
+        assert ok and rec.workers >= 1 and _rank_compute(rec)
     except (AssertionError, KeyError, TypeError, ZeroDivisionError):
         raise HvdscaleError(f"{where}: a record without the timings predict needs (window_s, "
                             "words, measure.steps, workers, idle.per_rank compute_s)") from None
 
 
-def load_records(path: str | Path, cfg: RunConfig) -> list[dict]:
+def load_records(path: str | Path, cfg: RunConfig) -> list[RunRecord]:
     """The ok records of ``cfg``'s model (and framework) under ``path``.
 
     Raises:
@@ -88,7 +87,7 @@ def load_records(path: str | Path, cfg: RunConfig) -> list[dict]:
     from hvdscale.records.store import read_records
 
     recs = read_records(path)
-    mine = [r for r in recs if isinstance(r, dict) and _same_model(r, cfg)]
+    mine = [r for r in recs if isinstance(r, RunRecord) and _same_model(r, cfg)]
     if not mine:
         raise HvdscaleError(f"{path}: no successful record of this config's model "
                             f"({cfg.model.kind}/{cfg.model.rnn_impl}, {cfg.framework}) among "
@@ -98,18 +97,19 @@ def load_records(path: str | Path, cfg: RunConfig) -> list[dict]:
     return mine
 
 
-def record_words_per_step(rec: dict) -> float:
+def record_words_per_step(rec: RunRecord) -> float:
     """Words per rank per measured step of a record."""
-    return schema.words(rec) / schema.measured_steps(rec) / schema.workers(rec)
+    return rec.words / rec.measured_steps / rec.workers
 
 
-def compute_from_records(records: list[dict], net: Network, tensors: list[int]) -> ComputeModel:
+def compute_from_records(records: list[RunRecord], net: Network,
+                         tensors: list[int]) -> ComputeModel:
     """Fit compute per step against words per rank per step on the 1-worker records.
 
     Raises:
         HvdscaleError: no 1-worker record among them.
     """
-    ones = [r for r in records if schema.workers(r) == 1]
+    ones = [r for r in records if r.workers == 1]
     if not ones:
         raise HvdscaleError("the records hold no 1-worker run of this model: predict needs one "
                             "to measure the compute time (run the config at np=1)")
@@ -125,8 +125,8 @@ def compute_from_records(records: list[dict], net: Network, tensors: list[int]) 
     overhead: dict[str, list[float]] = {}
     for r in ones:
         s = record_strategy(r)
-        step = schema.window_s(r) / schema.measured_steps(r)
-        comm = comm_time(s, 1, tensors, net, 0.0, 0.0, CommSetup.of_record(schema.config(r)))
+        step = r.window_s / r.measured_steps
+        comm = comm_time(s, 1, tensors, net, 0.0, 0.0, CommSetup.of_record(r.config))
         overhead.setdefault(s, []).append(step - float(np.mean(_rank_compute(r))) - comm)
     return ComputeModel(float(c0), float(c1), float(np.median(x)),
                         {k: float(np.median(v)) for k, v in overhead.items()},
@@ -160,6 +160,6 @@ def estimate_words_per_step(cfg: RunConfig, batches: int = 20) -> float:
     return float(np.mean([next(it).words for _ in range(batches)]))
 
 
-def record_strategy(rec: dict) -> str:
+def record_strategy(rec: RunRecord) -> str:
     """The strategy a record ran (``horovod``, ``ps``, ``independent``)."""
-    return schema.strategy_name(rec)
+    return rec.strategy_name

@@ -16,7 +16,7 @@ from typing import Any
 
 from hvdscale.config import RunConfig, config_from_dict
 from hvdscale.errors import HvdscaleError
-from hvdscale.records import schema
+from hvdscale.records.run import RunRecord
 from hvdscale.study.predict.compute import (
     ComputeModel,
     critical_compute,
@@ -112,16 +112,16 @@ def predict(cfg: RunConfig, ranks: list[int], net: Network, cm: ComputeModel,
     return out
 
 
-def _record_config(rec: dict) -> RunConfig | None:
+def _record_config(rec: RunRecord) -> RunConfig | None:
     """The record's own config (its sparse settings and data); None for a record written under
     another config schema: predicted then with dense gradients."""
     try:
-        return config_from_dict(schema.config(rec))
+        return config_from_dict(rec.config)
     except HvdscaleError:
         return None
 
 
-def validate(records: list[dict], tensors: list[int], net: Network, cm: ComputeModel,
+def validate(records: list[RunRecord], tensors: list[int], net: Network, cm: ComputeModel,
              backward_fraction: float) -> list[dict[str, Any]]:
     """Predicted vs measured words/s for every record: with the compute time from the 1-worker
     fit (a true prediction) and with the record's own measured compute of the slowest rank per
@@ -129,11 +129,11 @@ def validate(records: list[dict], tensors: list[int], net: Network, cm: ComputeM
     from hvdscale.core.threads import cores_on_host
 
     rows = []
-    for r in sorted(records, key=lambda r: (record_strategy(r), schema.ranks(r))):
-        s, w = record_strategy(r), schema.workers(r)
+    for r in sorted(records, key=lambda r: (record_strategy(r), r.ranks)):
+        s, w = record_strategy(r), r.workers
         words = record_words_per_step(r)
         own = critical_compute(r)
-        setup = CommSetup.of_record(schema.config(r))
+        setup = CommSetup.of_record(r.config)
         rcfg = _record_config(r)
         setup = sparse_setup(rcfg, s, w, setup) if rcfg is not None else setup
         preds = []
@@ -141,20 +141,20 @@ def validate(records: list[dict], tensors: list[int], net: Network, cm: ComputeM
             comm = comm_time(s, w, tensors, net, compute, backward_fraction, setup)
             step = compute + comm + cm.rest(s)
             preds.append(w * words / step)
-        meas = schema.words_per_s(r)
+        meas = r.words_per_s
         extra = {}
         if s == "horovod":  # the same without overlap: CPU-bound comm cannot hide behind compute
             step = own + comm_time("ring", w, tensors, net, own, backward_fraction,
                                    setup) + cm.rest(s)
             extra = {"predicted_own_compute_no_overlap_words_per_s": w * words / step,
                      "error_own_compute_no_overlap_pct": 100.0 * (w * words / step - meas) / meas}
-        per_host = schema.ranks(r) / max(1, len(schema.hosts(r) or [1]))
-        threads = schema.intra_op_threads(r)
-        rows.append({"strategy": s, "ranks": schema.ranks(r), "workers": w,
+        per_host = r.ranks / max(1, len(r.hosts or [1]))
+        threads = r.intra_op_threads
+        rows.append({"strategy": s, "ranks": r.ranks, "workers": w,
                      "measured_words_per_s": meas, "predicted_words_per_s": preds[0],
                      "error_pct": 100.0 * (preds[0] - meas) / meas,
                      "predicted_own_compute_words_per_s": preds[1],
                      "error_own_compute_pct": 100.0 * (preds[1] - meas) / meas,
                      "oversubscribed": per_host * threads > cores_on_host(),
-                     "loadavg": schema.loadavg(r), **extra})
+                     "loadavg": r.loadavg, **extra})
     return rows

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 
 from hvdscale.errors import HvdscaleError
-from hvdscale.records import schema
 from hvdscale.records.experiment import experiment_id, series_label, series_of
+from hvdscale.records.run import RunRecord
 from hvdscale.study.predict.families import FAMILIES, families_for, overlaps
 from hvdscale.study.predict.fit import Fit, choose, fit_family, t975
 from hvdscale.study.report.decompose import baseline, per_step
@@ -42,30 +42,30 @@ def overlapped(config: dict) -> bool:
     return overlaps(name) and (st.get(name) or {}).get("overlap", "hooks") != "after-backward"
 
 
-def _obs(records: list[dict], backward_fraction: float) -> dict[str, list[dict]]:
+def _obs(records: list[RunRecord], backward_fraction: float) -> dict[str, list[dict]]:
     """Per strategy, one observation per record: workers, the per-step parts, and the
     communication hidden behind backward (``hidden``: the backward share of compute when the
     strategy overlaps and the ranks communicate, else 0)."""
-    by: dict[str, list[dict]] = {}
+    by: dict[str, list[RunRecord]] = {}
     for r in records:
-        by.setdefault(schema.strategy_name(r), []).append(r)
+        by.setdefault(r.strategy_name, []).append(r)
     out = {}
     for s, recs in by.items():
-        ones = [r for r in recs if schema.workers(r) == 1]
+        ones = [r for r in recs if r.workers == 1]
         if not ones:
             raise HvdscaleError(f"--fit: strategy {s} has no 1-worker record: the fit needs "
                                 "the 1-rank run of every strategy it fits")
         g1 = baseline(ones).g1
         out[s] = []
         for r in recs:
-            o = {"n": schema.workers(r), **per_step(r, g1), "g1_per_step": g1}
-            over = overlapped(schema.config(r)) and schema.workers(r) > 1
+            o = {"n": r.workers, **per_step(r, g1), "g1_per_step": g1}
+            over = overlapped(r.config) and r.workers > 1
             o["hidden"] = backward_fraction * o["compute"] if over else 0.0
             out[s].append(o)
     return out
 
 
-def check_points(records: list[dict]) -> None:
+def check_points(records: list[RunRecord]) -> None:
     """One experiment, at least two rank counts per strategy (any: 1, 2, 4, 8 is fine; what the
     unmeasured ones cost is in ``gaps``).
 
@@ -74,25 +74,25 @@ def check_points(records: list[dict]) -> None:
     """
     if not records:
         raise HvdscaleError("--fit: no successful run records")
-    ids = {experiment_id(schema.config(r)) for r in records}
+    ids = {experiment_id(r.config) for r in records}
     if len(ids) > 1:
         raise HvdscaleError(f"--fit: the records hold {len(ids)} experiments "
                             f"({', '.join(sorted(ids))}); fit one at a time (one results "
                             "directory per experiment)")
     _check_series(records)
-    if any("rank_times" not in r for r in records):
+    if any(not r.rank_times for r in records):
         raise HvdscaleError("--fit: records without rank_times (made before per-rank times "
                             "were recorded); rerun the points")
     by: dict[str, set[int]] = {}
     for r in records:
-        by.setdefault(schema.strategy_name(r), set()).add(schema.workers(r))
+        by.setdefault(r.strategy_name, set()).add(r.workers)
     for s, ns in sorted(by.items()):
         if len(ns) < 2:
             raise HvdscaleError(f"--fit: strategy {s} has one rank count only ({min(ns)}); "
                                 "a fit needs at least two (e.g. np=1 and np=2)")
 
 
-def _check_series(records: list[dict]) -> None:
+def _check_series(records: list[RunRecord]) -> None:
     """One series per strategy, all of one framework and RNN implementation: an experiment's
     series (torch and tf, fused and loop, ps x1 and x2, ...) are not repeats of one point, and
     the independent replicas lend their compute only to their own framework.
@@ -100,11 +100,11 @@ def _check_series(records: list[dict]) -> None:
     Raises:
         HvdscaleError: naming the series found.
     """
-    labels = sorted({series_label(schema.config(r)) for r in records})
+    labels = sorted({series_label(r.config) for r in records})
     by: dict[str, set[str]] = {}
     for r in records:
-        by.setdefault(schema.strategy_name(r), set()).add(series_label(schema.config(r)))
-    stacks = {(series_of(schema.config(r))["framework"], series_of(schema.config(r))["rnn_impl"])
+        by.setdefault(r.strategy_name, set()).add(series_label(r.config))
+    stacks = {(series_of(r.config)["framework"], series_of(r.config)["rnn_impl"])
               for r in records}
     many = [v for v in by.values() if len(v) > 1]
     if many or len(stacks) > 1:
@@ -114,13 +114,13 @@ def _check_series(records: list[dict]) -> None:
                             "directory per series)")
 
 
-def servers_of(records: list[dict], given: int | None) -> int:
+def servers_of(records: list[RunRecord], given: int | None) -> int:
     """The PS servers k of one strategy's records (``strategy.ps.num_servers``).
 
     Raises:
         HvdscaleError: ``given`` (--servers) differs from what the records ran with.
     """
-    ks = {int(((schema.config(r).get("strategy") or {}).get("ps") or {}).get("num_servers", 1))
+    ks = {int(((r.config.get("strategy") or {}).get("ps") or {}).get("num_servers", 1))
           for r in records}
     k = max(ks)
     if given is not None and given != k:
@@ -248,16 +248,16 @@ def fit_strategy(obs: list[dict], indep: list[dict], strategy: str, nbytes: floa
             "gaps": gaps(obs, model), "predictions": preds}
 
 
-def fit_records(records: list[dict], nbytes: float, servers: int | None, ranks: list[int],
+def fit_records(records: list[RunRecord], nbytes: float, servers: int | None, ranks: list[int],
                 backward_fraction: float = 2 / 3) -> dict[str, Any]:
     """Every strategy in ``records`` (one experiment, one series each) fitted; ``independent``
     lends its compute to the others; ``backward_fraction`` of compute can hide communication
     under overlap. The PS servers k come from the records (``servers``, if given, must agree)."""
-    ok = [r for r in records if schema.ok_run(r)]
+    ok = [r for r in records if isinstance(r, RunRecord)]
     check_points(ok)
     obs = _obs(ok, backward_fraction)
     indep = obs.get("independent", [])
-    ks = {s: servers_of([r for r in ok if schema.strategy_name(r) == s],
+    ks = {s: servers_of([r for r in ok if r.strategy_name == s],
                         servers if s == "ps" else None) for s in obs}
     return {"bytes_per_step": nbytes, "servers": ks.get("ps"),
             "backward_fraction": backward_fraction,

@@ -8,7 +8,7 @@ from typing import Any
 
 from hvdscale.config import RunConfig, load_config
 from hvdscale.errors import HvdscaleError
-from hvdscale.records import schema
+from hvdscale.records.run import RunRecord
 from hvdscale.study.predict.compute import (
     ComputeModel,
     compute_from_rate,
@@ -74,7 +74,7 @@ def _network(spec: PredictSpec) -> Network:
                         "or --latency and --bandwidth (e.g. --latency 5us --bandwidth 25Gbit)")
 
 
-def _compute_model(cfg: RunConfig, spec: PredictSpec, recs: list[dict], net: Network,
+def _compute_model(cfg: RunConfig, spec: PredictSpec, recs: list[RunRecord], net: Network,
                    tensors: list[int]) -> ComputeModel:
     words_per_s, compute_ms = spec.words_per_s, spec.compute_ms
     if words_per_s or compute_ms:
@@ -128,8 +128,7 @@ def run_fitted(cfg: RunConfig, config: str, sets: list[str], spec: PredictSpec,
 
     if not Path(spec.fit or "").exists():
         raise HvdscaleError(f"--fit {spec.fit}: no such results directory or file")
-    recs = [r for r in read_records(spec.fit) if isinstance(r, dict)
-            and schema.ok_run(r)]
+    recs = [r for r in read_records(spec.fit) if isinstance(r, RunRecord)]
     servers = spec.servers  # None: k from the records (ownfit.servers_of)
     fit = fit_records(recs, reduced_bytes_per_step(cfg), servers, ranks,
                       spec.backward_fraction)
@@ -138,7 +137,6 @@ def run_fitted(cfg: RunConfig, config: str, sets: list[str], spec: PredictSpec,
     if plot_path:
         measured: dict[str, list[tuple[int, float]]] = {}
         for r in recs:
-            measured.setdefault(schema.strategy_name(r), []).append(
-                (schema.workers(r), schema.words_per_s(r)))
+            measured.setdefault(r.strategy_name, []).append((r.workers, r.words_per_s))
         plot_fit(result, measured, Path(plot_path))
     return result

@@ -18,8 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hvdscale.records import schema
 from hvdscale.records.experiment import strategy_label
+from hvdscale.records.fields import Record
+from hvdscale.records.run import RunRecord
 from hvdscale.study.paired.recommend import (
     MIN_VERDICT_ROUNDS,
     WITHIN_NOISE,
@@ -154,33 +155,32 @@ _RULE_KEYS = ("scale_lr", "warmup_steps", "warmup_start_lr")
 """The ``optim`` settings a rule comparison varies: left out of its grouping."""
 
 
-def record_outcome(rec: Mapping[str, Any]) -> Outcome:
+def record_outcome(rec: RunRecord) -> Outcome:
     """A record against its own target (``hvdscale.study.quality.time_to_quality``'s crossing; a
     diverged run or one whose verdict is ``reached: false`` never reaches it)."""
-    q = schema.quality(rec)
+    q = rec.quality_or_empty
     hit = None if q.get("diverged") else reached_at(rec)
     if hit is None:
         return Outcome(None, None, bool(q.get("diverged")))
     return Outcome(hit["train_s"], hit.get("updates", hit["step"]))
 
 
-def _rule_group(rec: Mapping[str, Any]) -> tuple:
+def _rule_group(rec: RunRecord) -> tuple:
     """The experiment and strategy without the rule: the runs a rule comparison pairs."""
-    c = dict(schema.config(rec))
+    c = dict(rec.config)
     return (c["model"]["kind"], source_name(c), c["framework"], strategy_label(c),
             c["optim"]["name"], id_without(c, "optim", _RULE_KEYS))
 
 
-def _weak_runs(records: Sequence[Mapping[str, Any]]) -> dict[tuple, dict[str, list]]:
+def _weak_runs(records: Sequence[Record]) -> dict[tuple, dict[str, list[RunRecord]]]:
     """(group, ranks) -> rule label -> its ok weak-scaling records, oldest first."""
-    out: dict[tuple, dict[str, list]] = {}
+    out: dict[tuple, dict[str, list[RunRecord]]] = {}
     for r in records:
-        q = schema.quality_or_empty(r)
-        c = schema.config_or_empty(r)
-        if not schema.is_ok(r) or not q.get("until") or r.get("ranks", 1) < 2 \
-                or c.get("data", {}).get("scaling") != "weak":
+        if not isinstance(r, RunRecord) or not r.quality_or_empty.get("until") or r.ranks < 2 \
+                or r.config.get("data", {}).get("scaling") != "weak":
             continue
-        key = (_rule_group(r), schema.ranks(r))
+        c = r.config
+        key = (_rule_group(r), r.ranks)
         out.setdefault(key, {}).setdefault(rule_label(c["optim"]), []).append(r)
     return out
 
@@ -193,7 +193,7 @@ def _cell(stats: Mapping[str, Any], what: str, spec: str) -> str:
     return format(med, spec) + ("" if lo == hi else f" ({format(lo, spec)}-{format(hi, spec)})")
 
 
-def rules_section(records: Sequence[Mapping[str, Any]]) -> str:
+def rules_section(records: Sequence[Record]) -> str:
     """Markdown: per experiment, strategy and rank count holding more than one rule, each
     rule's runs against the target, and which rule reached it first (paired by round)."""
     groups = {k: v for k, v in _weak_runs(records).items() if len(v) > 1}

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hvdscale.records import schema
 from hvdscale.records.experiment import experiment_id, strategy_label
+from hvdscale.records.fields import Record
+from hvdscale.records.run import RunRecord
 from hvdscale.study.plotting import figure
 
 SURVIVES = 0.9
@@ -63,9 +65,9 @@ def crossing(curve: list[dict[str, Any]], loss: float) -> dict[str, Any] | None:
     return None
 
 
-def reached_at(rec: dict[str, Any]) -> dict[str, Any] | None:
+def reached_at(rec: RunRecord) -> dict[str, Any] | None:
     """The interpolated crossing of a record's own target (None: not reached, or diverged)."""
-    q = schema.quality(rec)
+    q = rec.quality_or_empty
     loss = target_loss(q["until"], q.get("floor_loss"))
     # The run's own verdict stands: not reached, or diverged (its curve may dip below a loose
     # target after rising above the initial loss; that is no arrival).
@@ -92,27 +94,27 @@ def id_without(config: dict[str, Any], section: str, keys: tuple[str, ...]) -> s
     return experiment_id(bare)
 
 
-def _group(rec: dict[str, Any]) -> tuple:
+def _group(rec: RunRecord) -> tuple:
     """The experiment without its scaling axis: one table holds its strong and weak runs at
     every rank count. Metric and target are in the id and also named for the heading."""
-    c = schema.config(rec)
-    until = schema.quality(rec)["until"]
+    c = rec.config
+    until = rec.quality_or_empty["until"]
     return (c["model"]["kind"], source_name(c), c["framework"], until.get("metric"),
             until.get("target"), c["model"].get("rnn_impl"), id_without(c, "data", ("scaling",)))
 
 
-def _quality_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _quality_records(records: Sequence[Record]) -> list[RunRecord]:
     """Records of runs that trained to a target (``measure.until``); an evaluation curve
     alone (``eval_every`` without a target) has no time to quality."""
-    return [r for r in records if schema.is_ok(r) and schema.quality_or_empty(r).get("until")]
+    return [r for r in records if isinstance(r, RunRecord) and r.quality_or_empty.get("until")]
 
 
-def _latest(records: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
+def _latest(records: Sequence[Record]) -> dict[tuple, RunRecord]:
     """The latest record per (group, strategy, scaling, ranks)."""
-    out: dict[tuple, dict[str, Any]] = {}
+    out: dict[tuple, RunRecord] = {}
     for r in _quality_records(records):
-        c = schema.config(r)
-        out[(_group(r), strategy_label(c), c["data"]["scaling"], schema.ranks(r))] = r
+        c = r.config
+        out[(_group(r), strategy_label(c), c["data"]["scaling"], r.ranks)] = r
     return out
 
 
@@ -121,12 +123,12 @@ def _steps(point: dict[str, Any]) -> float:
     return point.get("updates", point["step"])
 
 
-def _cells(rec: dict[str, Any] | None, base: dict[str, Any] | None) -> list[str]:
+def _cells(rec: RunRecord | None, base: RunRecord | None) -> list[str]:
     """batch/rank, global batch, time to target, its speedup, throughput speedup, efficiency,
     global batch in tokens and B_simple (tokens)."""
     if rec is None:
         return ["", "", "", "", "", "", "", ""]
-    c, q, workers = schema.config(rec), schema.quality(rec), schema.workers(rec)
+    c, q, workers = rec.config, rec.quality_or_empty, rec.workers
     per_rank = c["data"]["batch_size"] if c["data"]["scaling"] == "weak" else \
         c["data"]["batch_size"] / workers
     glob = per_rank * workers
@@ -138,7 +140,7 @@ def _cells(rec: dict[str, Any] | None, base: dict[str, Any] | None) -> list[str]
         ttt_s = f"{hit['train_s']:.1f}" + (f" (stop {stop:.1f})" if stop is not None else "")
     sp = thr = eff = ""
     if base is not None and rec is not base:
-        thr_x = schema.words_per_s(rec) / schema.words_per_s(base)
+        thr_x = rec.words_per_s / base.words_per_s
         thr = f"{thr_x:.2f}"
         bhit = reached_at(base)
         if hit is not None and bhit is not None:
@@ -157,7 +159,7 @@ def _noise_cells(q: dict[str, Any]) -> list[str]:
     return [f"{tokens:.0f}", f"{est:.0f} ({ns['p10']:.0f}-{ns['p90']:.0f})"]
 
 
-def _verdict(rec: dict[str, Any] | None, base: dict[str, Any] | None) -> str:
+def _verdict(rec: RunRecord | None, base: RunRecord | None) -> str:
     """Whether a weak point's throughput gain survived in time to quality, or why not."""
     if rec is None or base is None or rec is base:
         return ""
@@ -166,14 +168,14 @@ def _verdict(rec: dict[str, Any] | None, base: dict[str, Any] | None) -> str:
         return "1-rank target not reached"
     if hit is None:
         return "target not reached"
-    eff = bhit["train_s"] / hit["train_s"] / (schema.words_per_s(rec) / schema.words_per_s(base))
+    eff = bhit["train_s"] / hit["train_s"] / (rec.words_per_s / base.words_per_s)
     if eff >= SURVIVES:
         return f"kept ({eff:.2f})"
     return (f"lost ({eff:.2f}): steps to target x{_steps(hit) / _steps(bhit):.2f}, words to "
             f"target x{hit['words'] / bhit['words']:.2f}")
 
 
-def quality_section(records: list[dict[str, Any]]) -> str:
+def quality_section(records: Sequence[Record]) -> str:
     """Markdown: one table per experiment and strategy, strong | weak side by side."""
     latest = _latest(records)
     if not latest:
@@ -195,11 +197,11 @@ def quality_section(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _strategy_table(latest: dict[tuple, dict[str, Any]], group: tuple,
+def _strategy_table(latest: dict[tuple, RunRecord], group: tuple,
                     strategy: str) -> list[str]:
     ranks = sorted({k[3] for k in latest if k[0] == group and k[1] == strategy})
     if strategy == "independent":
-        rows = [f"| {n} | {latest.get((group, strategy, s, n), {}).get('words_per_s', 0):.0f} "
+        rows = [f"| {n} | {latest[group, strategy, s, n].words_per_s:.0f} "
                 f"| {s} |" for n in ranks for s in ("strong", "weak")
                 if (group, strategy, s, n) in latest]
         return [f"\n**{strategy}**: throughput only: independent replicas share no model, so "
@@ -221,7 +223,7 @@ def _strategy_table(latest: dict[tuple, dict[str, Any]], group: tuple,
     return out
 
 
-def plot_quality(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
+def plot_quality(records: Sequence[Record], out_dir: Path) -> list[Path]:
     """Per experiment: eval loss vs wall-clock time and vs words, a line per strategy,
     scaling and rank count."""
     latest = _latest(records)
@@ -232,7 +234,7 @@ def plot_quality(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
             for (g, strategy, scaling, n), rec in sorted(latest.items(), key=repr):
                 if g != group or strategy == "independent":
                     continue
-                curve = schema.quality(rec)["curve"]
+                curve = rec.quality_or_empty["curve"]
                 label = f"{strategy} {scaling} np={n}"
                 loss = [p["loss"] for p in curve]
                 by_time.plot([p["wall_s"] for p in curve], loss, marker=".", label=label)

@@ -13,7 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hvdscale.records import schema
+from hvdscale.errors import HvdscaleError
+from hvdscale.records.run import RunRecord
 from hvdscale.study.quality.time_to_quality import crossing
 
 TARGET_AT = 0.6
@@ -40,10 +41,12 @@ def run_to_target(task: str, fw: str, strategy: str, np_: int, sets: list[str],
                      RunLaunch(launcher_args=("--oversubscribe",),
                                env={"TF_CPP_MIN_LOG_LEVEL": "2"}, timeout_s=900))
     after = os.getloadavg()[0]
-    q, data = schema.quality(rec), schema.config(rec)["data"]
+    if not isinstance(rec, RunRecord) or rec.quality is None:
+        raise HvdscaleError(f"the run of {task} at np={np_} wrote no quality record")
+    q, data = rec.quality, rec.config["data"]
     return {"task": task, "framework": fw, "strategy": strategy, "np": np_,
             "scaling": data["scaling"],
-            "batch_size": data["batch_size"], "words_per_s": schema.words_per_s(rec),
+            "batch_size": data["batch_size"], "words_per_s": rec.words_per_s,
             "load_before": before, "load_after": after, "stop": q["stop"], "steps": q["steps"],
             "curve": [{k: p[k] for k in ("step", "updates", "words", "train_s", "wall_s",
                                          "loss") if k in p} for p in q["curve"]],

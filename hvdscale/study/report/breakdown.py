@@ -33,10 +33,12 @@ communication and straggler idle too, and the row says so rather than pretending
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from hvdscale.records import schema
+from hvdscale.records.fields import Record
 from hvdscale.records.load import record_load
+from hvdscale.records.run import RunRecord
 from hvdscale.study.paired.rounds import round_of, untagged
 from hvdscale.study.report.decompose import CAUSES, PARTS, split_loss
 from hvdscale.study.report.noise import BUSY
@@ -46,17 +48,17 @@ PART_LABELS = {"compute_slowdown": "compute slowdown", "exposed_comm": "exposed 
 __all__ = ["CAUSES", "PARTS", "PART_LABELS", "breakdowns", "section", "split_loss"]
 
 
-def _label(rec: dict) -> str:
-    k = schema.key(rec)
+def _label(rec: RunRecord) -> str:
+    k = rec.key
     s = k["strategy"]
-    ps = schema.config_or_empty(rec).get("strategy", {}).get("ps", {})
+    ps = rec.config.get("strategy", {}).get("ps", {})
     if s == "ps" and "num_servers" in ps:
         k = ps["num_servers"]
         s = f"ps ({ps.get('placement', 'colocated')}, {k} server{'s' * (k > 1)})"
     return s
 
 
-def over_rounds(recs: list[dict], base: list[dict]) -> dict[str, Any]:
+def over_rounds(recs: list[RunRecord], base: list[RunRecord]) -> dict[str, Any]:
     """``split_loss`` of a point over its runs: one run against all 1-worker runs; several
     rounds each against the 1-worker run of the same round where one is tagged (else all),
     then averaged (means add up, so the parts still sum to the loss, and lie within their
@@ -78,34 +80,34 @@ def over_rounds(recs: list[dict], base: list[dict]) -> dict[str, Any]:
     return out
 
 
-def breakdowns(records: list[dict]) -> list[dict[str, Any]]:
+def breakdowns(records: Sequence[Record]) -> list[dict[str, Any]]:
     """One breakdown per multi-worker point that has a 1-worker run of the same config
     (``over_rounds``: the mean over its rounds and their range, where it has several); points
     without ``rank_times`` are listed with a note."""
-    ok = [r for r in records if schema.is_ok(r)]
-    groups: dict[tuple[str, int], list[dict]] = {}
+    ok = [r for r in records if isinstance(r, RunRecord)]
+    groups: dict[tuple[str, int], list[RunRecord]] = {}
     for r in ok:
         # The rounds of one point (``hvdscale.study.paired.rounds`` tags the name) are one group.
-        config = schema.config_or_empty(r)
+        config = r.config
         cfg = {**config, "name": untagged(str(config.get("name")))}
-        groups.setdefault((repr(cfg), schema.workers(r)), []).append(r)
+        groups.setdefault((repr(cfg), r.workers), []).append(r)
     out = []
     for (cfg, workers), recs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         if workers <= 1:
             continue
         rec = recs[-1]
         base = groups.get((cfg, 1), [])
-        key = schema.key(rec)
+        key = rec.key
         row: dict[str, Any] = {"name": untagged(key["name"]), "model": key["model"],
                                "framework": key.get("framework", "torch"),
                                "rnn_impl": key["rnn_impl"],
                                "scaling": key["scaling"], "strategy": _label(rec),
-                               "ranks": schema.ranks(rec), "workers": workers, "runs": len(recs),
-                               "busy": any((load := record_load(r)) and load.busy
+                               "ranks": rec.ranks, "workers": workers, "runs": len(recs),
+                               "busy": any((load := record_load(r.to_dict())) and load.busy
                                            for r in recs)}
         if not base:
             row["note"] = "no 1-worker run of this config"
-        elif any("rank_times" not in r for r in recs + base):
+        elif any(not r.rank_times for r in recs + base):
             row["note"] = "records predate per-rank times (rerun to see the breakdown)"
         else:
             try:
@@ -135,7 +137,7 @@ def _dominant(r: dict[str, Any]) -> str:
     return text + (f" ({r['merged']})" if "merged" in r else "")
 
 
-def section(records: list[dict]) -> str:
+def section(records: Sequence[Record]) -> str:
     """The report's "Why not better" section (empty when no point has more than 1 worker)."""
     rows = breakdowns(records)
     if not rows:

@@ -29,7 +29,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from hvdscale.records import schema
+from hvdscale.records.run import RunRecord
 from hvdscale.strategies.registry import find
 
 CAUSES = ("compute_slowdown", "exposed_comm", "straggler_idle")
@@ -38,11 +38,11 @@ PARTS = (*CAUSES, "unexplained")
 """The causes, then what none explains (the loss minus the causes; noise included)."""
 
 
-def sends_nothing(rec: dict) -> bool:
+def sends_nothing(rec: RunRecord) -> bool:
     """Whether ``rec``'s strategy communicates nothing between ranks (its registry entry says;
     then no exposed communication by definition). A name this process does not know sends."""
-    name = (schema.config_or_empty(rec).get("strategy") or {}).get("name")
-    spec = find(name or (rec.get("key") or {}).get("strategy") or "")
+    name = (rec.config.get("strategy") or {}).get("name")
+    spec = find(name or rec.key.get("strategy") or "")
     return spec is not None and not spec.sends
 
 
@@ -56,18 +56,18 @@ class Baseline:
     g1: float
 
 
-def baseline(base: list[dict]) -> Baseline:
+def baseline(base: list[RunRecord]) -> Baseline:
     """The ``Baseline`` of 1-worker records (each with ``rank_times``)."""
     c1, g1 = [], []
     for r in base:
-        rt = schema.rank_times(r)[0]
+        rt = r.rank_times[0]
         c1.append(rt["compute_s"] / rt["words"])
         g1.append((rt["step_s"] - rt["compute_s"]) / rt["steps"])
-    return Baseline(statistics.median(schema.words_per_s(r) for r in base), statistics.median(c1),
+    return Baseline(statistics.median(r.words_per_s for r in base), statistics.median(c1),
                     statistics.median(g1))
 
 
-def rank_parts(rec: dict, g1: float) -> list[dict[str, float]]:
+def rank_parts(rec: RunRecord, g1: float) -> list[dict[str, float]]:
     """Per computing rank, seconds over the window: ``compute``, ``idle``, ``comm`` (exposed
     communication above g1 per step), ``g1`` (g1 x steps), plus ``step``, ``words``, ``steps``.
     compute + idle + comm + g1 == step for every rank of a synchronous strategy. Replicas that
@@ -75,11 +75,11 @@ def rank_parts(rec: dict, g1: float) -> list[dict[str, float]]:
     outside their steps (``meter.idle_times``): their idle is not taken out of the step time,
     so compute + comm + g1 == step (reading it as inside made their "communication" the
     negative of that wait)."""
-    info = schema.idle(rec)
+    info = rec.idle
     idle = {p["rank"]: p["idle_s"] for p in info.get("per_rank", [])}
     in_steps = info.get("synchronous", True)
     out = []
-    for rt in schema.rank_times(rec):
+    for rt in rec.rank_times:
         wait = idle.get(rt["rank"], 0.0)
         base = rt["steps"] * g1
         comm = rt["step_s"] - rt["compute_s"] - (wait if in_steps else 0.0) - base
@@ -89,7 +89,7 @@ def rank_parts(rec: dict, g1: float) -> list[dict[str, float]]:
     return out
 
 
-def per_step(rec: dict, g1: float) -> dict[str, float]:
+def per_step(rec: RunRecord, g1: float) -> dict[str, float]:
     """The rank-mean of ``rank_parts`` per measured step (seconds), and the words per rank per
     step: what the fitted model's terms are fitted to."""
     parts = rank_parts(rec, g1)
@@ -99,7 +99,7 @@ def per_step(rec: dict, g1: float) -> dict[str, float]:
     return out
 
 
-def split_loss(rec: dict, base: list[dict]) -> dict[str, Any]:
+def split_loss(rec: RunRecord, base: list[RunRecord]) -> dict[str, Any]:
     """The loss of ``rec`` against linear speedup over ``base`` (its 1-worker records), by part
     (see ``hvdscale.study.report.breakdown`` for the meaning).
 
@@ -110,7 +110,7 @@ def split_loss(rec: dict, base: list[dict]) -> dict[str, Any]:
         ``sends_nothing``, and the ``dominant`` part (``None`` when no part is above 0).
     """
     b = baseline(base)
-    T = schema.window_s(rec)
+    T = rec.window_s
     parts = rank_parts(rec, b.g1)
     n = len(parts)
     # Rank means, in seconds over the window.
@@ -121,14 +121,14 @@ def split_loss(rec: dict, base: list[dict]) -> dict[str, Any]:
     quiet = sends_nothing(rec)
     secs = {k: 0.0 if (k == "exposed_comm" and quiet) else max(0.0, v) for k, v in raw.items()}
     secs["unexplained"] = gap - sum(secs.values())
-    eff = 100.0 * schema.words(rec) / T / (schema.workers(rec) * b.w1)
+    eff = 100.0 * rec.words / T / (rec.workers * b.w1)
     out: dict[str, Any] = {"efficiency_pct": eff, "loss_pct": 100.0 * gap / T,
                            "seconds": secs, "measured_s": raw, "sends_nothing": quiet}
     for k in PARTS:
         out[k] = 100.0 * secs[k] / T
     top = max(PARTS, key=lambda k: out[k])
     out["dominant"] = top if out[top] > 0 else None
-    if schema.strategy_info(rec).get("compute_includes_allreduce"):
+    if rec.strategy.get("compute_includes_allreduce"):
         out["merged"] = ("compute includes the allreduce and the wait for slower ranks "
                          "(TensorFlow reduces inside the train step)")
     return out

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hvdscale.records import schema
 from hvdscale.records.experiment import differences, experiment_id, series_label
+from hvdscale.records.fields import Record
 from hvdscale.records.load import record_load
+from hvdscale.records.run import RunRecord
 from hvdscale.study.paired.recommend import paired_summary
 from hvdscale.study.paired.rounds import untagged, words_by_round
 
@@ -91,7 +93,7 @@ class Experiment:
     differs: dict[str, Any] = field(default_factory=dict)
 
 
-def _median_of(recs: list[dict], get: Any) -> float | None:
+def _median_of(recs: list[RunRecord], get: Any) -> float | None:
     """Median of ``get(rec)`` over the records where it is known."""
     vals = []
     for r in recs:
@@ -104,27 +106,27 @@ def _median_of(recs: list[dict], get: Any) -> float | None:
     return statistics.median(vals) if vals else None
 
 
-def _idle_cells(rec: dict) -> tuple[str, str]:
+def _idle_cells(rec: RunRecord) -> tuple[str, str]:
     """Per-rank idle (ms/step) and ranks out of batches (idle steps), from one record."""
-    idle = schema.idle(rec)
-    per_rank = idle.get("per_rank", [])
+    idle = rec.idle
+    per_rank = rec.idle_per_rank
     ms = " / ".join(f"r{p['rank']}: {p['idle_ms_per_step']:.1f}" for p in per_rank)
     out = ", ".join(f"r{p['rank']}: {p['idle_steps']} of {idle.get('steps', '?')}"
                     for p in per_rank if p.get("idle_steps"))
     return ms, out or "none"
 
 
-def _noise(p: Point, recs: list[dict]) -> Point:
+def _noise(p: Point, recs: list[RunRecord]) -> Point:
     """``p`` with its runs' spread, rounds and busy runs."""
-    p.runs = [schema.words_per_s(r) for r in recs]
+    p.runs = [r.words_per_s for r in recs]
     p.wps_min, p.wps_max = min(p.runs), max(p.runs)
     p.wps_mad = MAD_SCALE * statistics.median(abs(x - p.words_per_s) for x in p.runs)
     p.rounds = words_by_round(recs)
-    loads = [x for x in map(record_load, recs) if x is not None]
+    loads = [x for x in (record_load(r.to_dict()) for r in recs) if x is not None]
     p.load_known = len(loads)
     busy = [x for x in loads if x.busy]
     p.busy_runs = len(busy)
-    intervals = [r["interval"] for r in recs if isinstance(r.get("interval"), dict)]
+    intervals = [r.interval for r in recs if r.interval is not None]
     rels = [i["rel_ci95"] for i in intervals if i.get("rel_ci95") is not None]
     if intervals:
         p.rel_ci95 = statistics.median(rels) if rels else None
@@ -135,53 +137,53 @@ def _noise(p: Point, recs: list[dict]) -> Point:
     return p
 
 
-def _point(label: str, ranks: int, recs: list[dict]) -> Point:
+def _point(label: str, ranks: int, recs: list[RunRecord]) -> Point:
     """The median of one series' repeats at one rank count."""
-    cfg = schema.config(recs[-1])
+    cfg = recs[-1].config
     idle_ms, out_of = _idle_cells(recs[-1])
     bucketing = cfg.get("data", {}).get("bucketing", {})
     point = Point(
-        strategy=label, ranks=ranks, workers=schema.workers(recs[-1]),
+        strategy=label, ranks=ranks, workers=recs[-1].workers,
         batch_size=cfg.get("data", {}).get("batch_size", 0),
-        steps=schema.measured_steps(recs[-1]),
-        time_s=statistics.median(schema.window_s(r) for r in recs),
-        words_per_s=statistics.median(schema.words_per_s(r) for r in recs), repeats=len(recs),
-        jitter_ms=statistics.median(schema.step_time(r)["jitter"] for r in recs) * 1e3,
+        steps=recs[-1].measured_steps,
+        time_s=statistics.median(r.window_s for r in recs),
+        words_per_s=statistics.median(r.words_per_s for r in recs), repeats=len(recs),
+        jitter_ms=statistics.median(r.step_time["jitter"] for r in recs) * 1e3,
         placement=cfg.get("strategy", {}).get("ps", {}).get("placement", "")
         if cfg.get("strategy", {}).get("name") == "ps" else "",
         tokens_per_batch=bucketing.get("tokens_per_batch", 0) if bucketing.get("enabled") else 0,
-        real_tokens=_median_of(recs, lambda r: schema.padding_window(r)["words"]),
-        token_slots=_median_of(recs, lambda r: schema.padding_window(r)["slots"]),
-        padded_pct=_median_of(recs, lambda r: 100 * schema.padded_fraction(r)),
+        real_tokens=_median_of(recs, lambda r: r.padding["window"]["words"]),
+        token_slots=_median_of(recs, lambda r: r.padding["window"]["slots"]),
+        padded_pct=_median_of(recs, lambda r: 100 * r.padded_fraction),
         unbucketed_padded_pct=_median_of(
-            recs, lambda r: 100 * schema.padding(r)["epoch_unbucketed"]["padded_fraction"]),
+            recs, lambda r: 100 * r.padding["epoch_unbucketed"]["padded_fraction"]),
         pad_to_max_padded_pct=_median_of(
-            recs, lambda r: 100 * schema.padding(r)["epoch_pad_to_max"]["padded_fraction"]),
-        work_ratio=_median_of(recs, lambda r: schema.padding_window(r)["work_ratio"]),
+            recs, lambda r: 100 * r.padding["epoch_pad_to_max"]["padded_fraction"]),
+        work_ratio=_median_of(recs, lambda r: r.padding["window"]["work_ratio"]),
         # A record without idle figures leaves the cell empty (KeyError), not 0.
-        idle_ms_per_step=_median_of(recs, lambda r: schema.idle(r)["idle_ms_per_step"]),
-        idle_pct=_median_of(recs, lambda r: 100 * schema.idle(r)["idle_fraction"]),
+        idle_ms_per_step=_median_of(recs, lambda r: r.idle["idle_ms_per_step"]),
+        idle_pct=_median_of(recs, lambda r: 100 * r.idle["idle_fraction"]),
         idle_per_rank=idle_ms, out_of_batches=out_of)
     return _noise(point, recs)
 
 
-def collect(records: list[dict]) -> dict[str, Experiment]:
+def collect(records: Sequence[Record]) -> dict[str, Experiment]:
     """Successful records as experiments of series of points: records of different
     experiments never share a table, and a point's repeats share one identity."""
-    by: dict[str, dict[str, dict[int, list[dict]]]] = defaultdict(
+    by: dict[str, dict[str, dict[int, list[RunRecord]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list)))
     first: dict[str, dict] = {}
     names: dict[str, list[str]] = defaultdict(list)
     for rec in records:
-        if not schema.ok_run(rec):
+        if not isinstance(rec, RunRecord):
             continue
-        cfg = schema.config(rec)
+        cfg = rec.config
         eid = experiment_id(cfg)
         first.setdefault(eid, cfg)
         name = untagged(cfg.get("name", "run"))
         if name not in names[eid]:
             names[eid].append(name)
-        by[eid][series_label(cfg)][schema.ranks(rec)].append(rec)
+        by[eid][series_label(cfg)][rec.ranks].append(rec)
     diffs = differences(first)
     out: dict[str, Experiment] = {}
     for eid, series in by.items():
@@ -203,6 +205,6 @@ def collect(records: list[dict]) -> dict[str, Experiment]:
     return out
 
 
-def summary_rows(records: list[dict[str, Any]]) -> list[Point]:
+def summary_rows(records: Sequence[Record]) -> list[Point]:
     """Every point, flat (for callers that print their own view)."""
     return [p for e in collect(records).values() for pts in e.series.values() for p in pts]

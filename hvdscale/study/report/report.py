@@ -15,12 +15,17 @@ points measured on a busy host marked (hvdscale.study.report.noise).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from hvdscale.errors import HvdscaleError
-from hvdscale.records import schema
+from hvdscale.records.batch import BatchRecord
 from hvdscale.records.experiment import identity_id
+from hvdscale.records.failed import FailedRecord
+from hvdscale.records.fields import Record
+from hvdscale.records.gemm import GemmRecord
+from hvdscale.records.profile import ProfileRecord
+from hvdscale.records.run import RunRecord
 from hvdscale.records.store import load_records
 from hvdscale.study.plotting import write_atomic
 from hvdscale.study.quality.lr_rules import rules_section
@@ -32,43 +37,17 @@ from hvdscale.study.report.startup import startup_section
 from hvdscale.study.report.tables import failed_points, horovod_timelines, markdown, to_csv
 from hvdscale.study.sweep.overhead import unaccounted
 
-# Fields every successful record must hold for the report; a record lacking one is named with
-# its file and line instead of ending the report in a KeyError.
-_NEEDED_OK = ("ranks", "workers", "words_per_s", "window_s", "step_time", "measure")
+
+def _point_id(rec: RunRecord | FailedRecord) -> tuple:
+    return (rec.ranks, None if rec.config is None else identity_id(rec.config))
 
 
-def check_records(records: list[tuple[str, dict]]) -> list[dict]:
-    """The records, after checking each has what the report reads.
-
-    Raises:
-        HvdscaleError: ``FILE:LINE`` of the first record that is not an hvdscale run record.
-    """
-    out = []
-    for where, rec in records:
-        missing = [] if isinstance(rec.get("config"), dict) else ["config"]
-        if schema.is_ok(rec):
-            missing += [k for k in _NEEDED_OK if k not in rec]
-        elif not isinstance(rec.get("ranks"), int):
-            missing.append("ranks")
-        if "status" not in rec:
-            missing.insert(0, "status")
-        if missing:
-            raise HvdscaleError(f"{where}: not an hvdscale run record (no {', '.join(missing)}); "
-                                "records are written by 'hvdscale run' and 'hvdscale sweep'")
-        out.append(rec)
-    return out
-
-
-def _point_id(rec: dict) -> tuple:
-    return (rec.get("ranks"), identity_id(schema.config(rec)))
-
-
-def open_failures(records: list[dict]) -> list[dict]:
+def open_failures(records: Sequence[Record]) -> list[FailedRecord]:
     """Failed records not measured successfully later (same identity and ranks): a sweep that
     redoes a failed point should not go on reporting the old failure."""
-    last_ok = {_point_id(r): i for i, r in enumerate(records) if schema.is_ok(r)}
+    last_ok = {_point_id(r): i for i, r in enumerate(records) if isinstance(r, RunRecord)}
     return [r for i, r in enumerate(records)
-            if not schema.is_ok(r) and last_ok.get(_point_id(r), -1) < i]
+            if isinstance(r, FailedRecord) and last_ok.get(_point_id(r), -1) < i]
 
 
 def _output_dir(results: str | Path, out: str | Path | None) -> Path:
@@ -85,7 +64,7 @@ def _output_dir(results: str | Path, out: str | Path | None) -> Path:
     return out_dir
 
 
-def run_sections(records: list[dict], exps: dict[str, Experiment],
+def run_sections(records: Sequence[Record], exps: dict[str, Experiment],
                  results: str | Path) -> list[str]:
     """The run records' sections, in the report's order (each "" when it has nothing to show).
     A new section is one more line here: a function of the records and/or the experiments."""
@@ -122,8 +101,9 @@ def write_report(results: str | Path, out: str | Path | None = None, plot: bool 
     """
     loaded, late = unaccounted(load_records(results))
     # gemm, profile and batch records (``kind``) have their own sections below the runs'.
-    others = [rec for _, rec in loaded if not schema.is_run(rec)]
-    records = check_records([(w, rec) for w, rec in loaded if schema.is_run(rec)])
+    points = (RunRecord, FailedRecord)
+    others = [rec for _, rec in loaded if not isinstance(rec, points)]
+    records = [rec for _, rec in loaded if isinstance(rec, points)]
     exps = collect(records)
     md = "".join(run_sections(records, exps, results)) + kind_sections(others) + late_note(late)
     out_dir = _output_dir(results, out)
@@ -138,7 +118,7 @@ def write_report(results: str | Path, out: str | Path | None = None, plot: bool 
     return md
 
 
-def kind_sections(records: list[dict[str, Any]]) -> str:
+def kind_sections(records: Sequence[Record]) -> str:
     """Markdown of the latest gemm record and of the latest profile and batch records per
     config, from the modules that wrote them."""
     from hvdscale.study.stepcost import batch as batchsize
@@ -146,10 +126,10 @@ def kind_sections(records: list[dict[str, Any]]) -> str:
 
     render = {"gemm": gemm_report.markdown, "profile": profile.markdown,
               "batch": batchsize.markdown}
-    latest: dict[tuple, dict[str, Any]] = {}
+    latest: dict[tuple, GemmRecord | ProfileRecord | BatchRecord] = {}
     for r in records:
-        if r.get("kind") in render and schema.is_ok(r):
-            k = schema.kind(r)
-            ident = (k,) if k == "gemm" else (k, repr(r.get("config")))
+        if isinstance(r, GemmRecord | ProfileRecord | BatchRecord) and r.status == "ok":
+            ident = (r.kind,) if isinstance(r, GemmRecord) else (r.kind, repr(r.config))
             latest[ident] = r
-    return "".join(render[schema.kind(r)](r) + "\n" for r in latest.values())
+    # The study tools' markdown reads the record as its file holds it.
+    return "".join(render[r.kind](r.to_dict()) + "\n" for r in latest.values())

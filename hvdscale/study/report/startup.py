@@ -9,11 +9,12 @@ A slow launch names its phase here: each cell is the slowest rank's seconds in t
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from hvdscale.records import schema
-from hvdscale.records.startup import LABELS
+from hvdscale.records.fields import Record
+from hvdscale.records.run import RunRecord
+from hvdscale.records.startup import LABELS, Startup
 from hvdscale.study.sweep.overhead import TIMING_FILE
 
 _SHORT = {"imports": "imports", "mpi": "MPI", "horovod": "Horovod", "side_channel": "side ch.",
@@ -21,19 +22,18 @@ _SHORT = {"imports": "imports", "mpi": "MPI", "horovod": "Horovod", "side_channe
           "first_step": "1st step"}
 
 
-def _point(rec: dict[str, Any]) -> tuple[str, int]:
-    key = rec.get("key") or {}
-    label = f"{rec.get('name', '?')} {key.get('series', key.get('strategy', '?'))}"
-    return label, schema.ranks(rec)
+def _point(rec: RunRecord) -> tuple[str, int]:
+    key = rec.key
+    label = f"{rec.name} {key.get('series', key.get('strategy', '?'))}"
+    return label, rec.ranks
 
 
-def startup_table(records: list[dict[str, Any]]) -> str:
+def startup_table(records: Sequence[Record]) -> str:
     """Markdown rows of each point's start-up phases ('' when no record has ``startup``)."""
-    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, int], list[Startup]] = {}
     for rec in records:
-        marks = schema.startup(rec)
-        if schema.is_ok(rec) and marks is not None:
-            groups.setdefault(_point(rec), []).append(marks)
+        if isinstance(rec, RunRecord) and rec.startup is not None:
+            groups.setdefault(_point(rec), []).append(rec.startup)
     if not groups:
         return ""
     phases = list(LABELS)
@@ -55,8 +55,8 @@ def sweep_line(results: str | Path) -> str:
 
     rows = timing_rows(results)
     # the first launch has no point before it; a shared launch's points have no sweep between
-    between = [r["between_s"] for r in rows[1:] if "between_s" in r]
-    starts = [r["launcher_start_s"] for r in rows if r.get("launcher_start_s") is not None]
+    between = [r.between_s for r in rows[1:] if r.between_s is not None]
+    starts = [r.launcher_start_s for r in rows if r.launcher_start_s is not None]
     if not between and not starts:
         return ""
     parts = []
@@ -71,7 +71,7 @@ def sweep_line(results: str | Path) -> str:
             + f" ({TIMING_FILE}).\n")
 
 
-def startup_section(records: list[dict[str, Any]], results: str | Path) -> str:
+def startup_section(records: Sequence[Record], results: str | Path) -> str:
     """The report's start-up section ('' when there is nothing to show)."""
     from hvdscale.study.sweep.cost import sweep_cost
 

@@ -13,9 +13,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 
-from hvdscale.records import schema
 from hvdscale.records.experiment import experiment_id, series_label
+from hvdscale.records.failed import FailedRecord
+from hvdscale.records.fields import Record
+from hvdscale.records.run import RunRecord
 from hvdscale.strategies.registry import order_key
 from hvdscale.study.report.native_tables import horovod_vs_native
 from hvdscale.study.report.noise import (
@@ -271,19 +274,19 @@ def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def horovod_timelines(records: list[dict]) -> str:
+def horovod_timelines(records: Sequence[Record]) -> str:
     """One row per run that captured Horovod's timeline: where its allreduce time went."""
     rows = []
     for r in records:
-        s = schema.timeline_summary(r)
-        if not schema.is_ok(r) or not s:
+        if not isinstance(r, RunRecord) or not r.timeline_summary:
             continue
-        h = schema.horovod_settings(r)
+        s = r.timeline_summary
+        h = r.horovod_settings
         m = s["median"]
         t, c = h.get("fusion_threshold_mb"), h.get("cycle_time_ms")
         setting = (("default" if t is None else f"{t:g} MiB") + " / "
                    + ("default" if c is None else f"{c:g} ms") + f" / {h.get('overlap', 'hooks')}")
-        cells = [schema.name(r), str(schema.ranks(r)), setting, _fmt(m.get("fused_buffers"), ".0f"),
+        cells = [r.name, str(r.ranks), setting, _fmt(m.get("fused_buffers"), ".0f"),
                  _fmt(m.get("backward_ms"), ".1f"), _fmt(m.get("allreduce_ms"), ".1f"),
                  _fmt(m.get("allreduce_during_backward_ms"), ".1f"),
                  _fmt(m.get("wait_after_backward_ms"), ".1f"),
@@ -300,13 +303,14 @@ def horovod_timelines(records: list[dict]) -> str:
             "|:--|--:|:--|--:|--:|--:|--:|--:|--:|--:|--:|\n" + "\n".join(rows) + "\n\n")
 
 
-def failed_points(failed: list[dict]) -> str:
+def failed_points(failed: Sequence[FailedRecord]) -> str:
     """The failed points still open (see ``report.open_failures``), one row each."""
     if not failed:
         return ""
     md = "## Failed points\n\n|Experiment|Series|Ranks|Reason|\n|:--|:--|:--|:--|\n"
     for r in failed:
-        cfg = schema.config(r)
-        md += (f"|{experiment_id(cfg)}|{_cell(series_label(cfg))}|"
-               f"{schema.ranks(r)}|{_cell(schema.error(r))[:200]}|\n")
+        cfg = r.config
+        where = (f"{experiment_id(cfg)}|{_cell(series_label(cfg))}" if cfg is not None
+                 else f"?|{_cell((r.key or {}).get('series', '?'))}")
+        md += f"|{where}|{r.ranks}|{_cell(r.error)[:200]}|\n"
     return md + "\n"

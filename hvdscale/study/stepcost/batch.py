@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.config import load_config, to_dict
-from hvdscale.records.schema import SCHEMA_VERSION
+from hvdscale.records.batch import BatchRecord
 from hvdscale.study.plotting import figure
 
 STRATEGY = "independent"  # one rank, no communication: compute speed only
@@ -36,8 +36,8 @@ def layer_gflops(rows: list[dict[str, Any]], batch: int) -> float:
 def run_batch_sweep(config: str, batches: list[int], overrides: list[str] | None = None,
                     out: str | Path = "results", launcher: str = "mpirun",
                     timeout_s: float = 900.0, redo: bool = False,
-                    say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run the np=1 point of each batch size, time the GEMMs, return a ``kind: batch`` record.
+                    say: Callable[[str], None] = print) -> BatchRecord:
+    """Run the np=1 point of each batch size, time the GEMMs, return the batch record.
 
     Raises:
         HvdscaleError: a bad config, batch list or launcher (before anything is launched).
@@ -68,29 +68,27 @@ def run_batch_sweep(config: str, batches: list[int], overrides: list[str] | None
     g = gemm.run_gemm([cfg.framework],
                       gemm.GemmSpec([h], batches, threads=threads, repeats=GEMM_REPEATS))
     res = g["frameworks"][0]
-    return {
-        "schema": SCHEMA_VERSION, "kind": "batch", "status": "ok", "started": started,
-        "finished": datetime.now(UTC).isoformat(timespec="seconds"), "name": cfg.name,
-        "framework": cfg.framework, "config": to_dict(cfg), "strategy": STRATEGY,
-        "hidden": h, "threads": threads, "points": points,
-        "gemm": {"peak": res["peak"], "rows": res["rows"], "gates": g["gates"],
-                 "repeats": g["repeats"]},
-        "loadavg": {"before": list(load_before), "after": list(os.getloadavg())},
-        "versions": versions(), "git": git_revision(),
-    }
+    return BatchRecord(
+        status="ok", started=started, finished=datetime.now(UTC).isoformat(timespec="seconds"),
+        name=cfg.name, framework=cfg.framework, config=to_dict(cfg), strategy=STRATEGY,
+        hidden=h, threads=threads, points=points,
+        gemm={"peak": res["peak"], "rows": res["rows"], "gates": g["gates"],
+              "repeats": g["repeats"]},
+        loadavg={"before": list(load_before), "after": list(os.getloadavg())},
+        versions=versions(), git=git_revision())
 
 
-def rows(rec: dict[str, Any]) -> list[dict[str, Any]]:
+def rows(rec: BatchRecord) -> list[dict[str, Any]]:
     """Per batch size: words/s and GEMM rate, each also relative to the largest batch."""
-    ok = [p for p in rec["points"] if p["status"] == "ok" and p["words_per_s"]]
+    ok = [p for p in rec.points if p["status"] == "ok" and p["words_per_s"]]
     if not ok:
         return []
     top = max(ok, key=lambda p: p["batch"])
-    g_top = layer_gflops(rec["gemm"]["rows"], top["batch"])
+    g_top = layer_gflops(rec.gemm["rows"], top["batch"])
     out = []
-    for p in sorted(rec["points"], key=lambda p: p["batch"]):
-        g = layer_gflops(rec["gemm"]["rows"], p["batch"])
-        by = {r["variant"]: r["gflops"] for r in rec["gemm"]["rows"] if r["batch"] == p["batch"]}
+    for p in sorted(rec.points, key=lambda p: p["batch"]):
+        g = layer_gflops(rec.gemm["rows"], p["batch"])
+        by = {r["variant"]: r["gflops"] for r in rec.gemm["rows"] if r["batch"] == p["batch"]}
         wps = p["words_per_s"] if p["status"] == "ok" else None
         out.append({"batch": p["batch"], "words_per_s": wps,
                     "rel_words": wps / top["words_per_s"] if wps else None,
@@ -98,11 +96,11 @@ def rows(rec: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def markdown(rec: dict[str, Any]) -> str:
+def markdown(rec: BatchRecord) -> str:
     """The per-rank batch table: words/s at np=1 beside the GEMM rate."""
-    lines = [f"## Per-rank batch: {rec['name']} ({rec['framework']}, hidden {rec['hidden']}, "
-             f"{rec['threads']} thread(s), np=1 {rec['strategy']}; loadavg "
-             f"{rec['loadavg']['before'][0]:.2f})", "",
+    lines = [f"## Per-rank batch: {rec.name} ({rec.framework}, hidden {rec.hidden}, "
+             f"{rec.threads} thread(s), np=1 {rec.strategy}; loadavg "
+             f"{rec.loadavg['before'][0]:.2f})", "",
              "Relative = to the largest batch: splitting that batch so each rank holds this "
              "many sentences caps a rank's efficiency at the words/s column (compute alone); the "
              "GEMM column is the part the layer's matrix multiplies explain.", "",
@@ -116,19 +114,19 @@ def markdown(rec: dict[str, Any]) -> str:
     return "\n".join([*lines, ""])
 
 
-def plot(rec: dict[str, Any], out_dir: Path) -> Path:
+def plot(rec: BatchRecord, out_dir: Path) -> Path:
     """words/s and the layer's GEMM GFLOP/s vs per-rank batch, both relative to the largest."""
     rs = rows(rec)
-    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in rec["name"])
+    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in rec.name)
     path = out_dir / f"batch_{safe}.png"
     with figure(path, figsize=(6.5, 4.2)) as (_, ax):
         ok = [r for r in rs if r["rel_words"] is not None]
         ax.plot([r["batch"] for r in ok], [r["rel_words"] for r in ok], marker="o",
                 label="words/s at np=1")
         ax.plot([r["batch"] for r in rs], [r["rel_gemm"] for r in rs], marker="s", ls="--",
-                label=f"layer GEMM GFLOP/s (hidden {rec['hidden']})")
+                label=f"layer GEMM GFLOP/s (hidden {rec.hidden})")
         ax.set(xlabel="per-rank batch", ylabel="relative to the largest batch",
-               title=f"{rec['name']}: per-rank batch vs compute speed")
+               title=f"{rec.name}: per-rank batch vs compute speed")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     return path

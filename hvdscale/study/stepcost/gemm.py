@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hvdscale.errors import HvdscaleError
-from hvdscale.records.schema import SCHEMA_VERSION
+from hvdscale.records.migrate import SCHEMA_VERSION
 from hvdscale.registry import FRAMEWORKS
 from hvdscale.study.stepcost.gemm_findings import (
     batch_growth,

@@ -26,11 +26,14 @@ on the H100 for exactly this reason.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from hvdscale.records.fields import Record
+from hvdscale.records.gemm import GemmRecord
+from hvdscale.records.run import RunRecord
+from hvdscale.records.store import RESULTS_FILE, read_records
 from hvdscale.study.stepcost.step_flops import FWD_BWD, output_vocab
 
 NOTES = {"fused": (55411, 51046), "loop": (43398, 39369)}
@@ -41,11 +44,10 @@ VARIANTS = ("NN", "TN", "NT")
 """Forward, data gradient, weight gradient (seed note 004's naming)."""
 
 
-def _records(path: Path) -> list[dict[str, Any]]:
-    f = path / "results.jsonl"
-    if not f.exists():
-        return []
-    return [r for r in map(json.loads, f.read_text().splitlines()) if r.get("status") == "ok"]
+def _records(path: Path) -> list[Record]:
+    """The records of ``path``'s results.jsonl (none without one), typed."""
+    f = path / RESULTS_FILE
+    return read_records(f) if f.exists() else []
 
 
 def _gemm(part: str, m: int, k: int, n: int, count: float, variants: tuple[str, ...]
@@ -70,19 +72,19 @@ def _lstm(width: int, hidden: int, layers: int, dirs: int, batch: int, steps: fl
     return out
 
 
-def gemm_parts(record: dict[str, Any]) -> list[dict[str, Any]]:
+def gemm_parts(record: RunRecord) -> list[dict[str, Any]]:
     """The matrix products of one training step of a run record, with their shapes: per
     sentence, the source and target tokens the record measured (real tokens, as the useful
     flops count them)."""
-    model, batch = record["config"]["model"], record["config"]["data"]["batch_size"]
-    sentences = max(1, record["sentences"])
-    h, e, v = model["hidden_size"], model["embed_dim"], output_vocab(model, record.get("vocab"))
-    tgt = record.get("loss_tokens", record["words"]) / sentences
+    model, batch = record.model_config, record.config["data"]["batch_size"]
+    sentences = max(1, record.sentences)
+    h, e, v = model["hidden_size"], model["embed_dim"], output_vocab(model, record.vocab)
+    tgt = record.loss_tokens / sentences
     if model["kind"] == "lm":
         parts = _lstm(e, h, model["encoder_layers"], 1, batch, tgt)
     else:
         dirs = 2 if model.get("bidirectional") else 1
-        src = (record["words"] - record["loss_tokens"]) / sentences
+        src = (record.words - record.loss_tokens) / sentences
         parts = (_lstm(e, h // dirs, model["encoder_layers"], dirs, batch, src)
                  + _lstm(e, h, model["decoder_layers"], 1, batch, tgt))
         if model.get("attention"):
@@ -92,11 +94,11 @@ def gemm_parts(record: dict[str, Any]) -> list[dict[str, Any]]:
     return parts
 
 
-def _precision(gemm: dict[str, Any], precision: str) -> dict[str, Any] | None:
-    return next((f for f in gemm["frameworks"] if f.get("precision", "fp32") == precision), None)
+def _precision(gemm: GemmRecord, precision: str) -> dict[str, Any] | None:
+    return next((f for f in gemm.frameworks if f.get("precision", "fp32") == precision), None)
 
 
-def reference_rate(gemm: dict[str, Any] | None, part: dict[str, Any],
+def reference_rate(gemm: GemmRecord | None, part: dict[str, Any],
                    precision: str) -> tuple[float | None, str]:
     """The fastest rate (FLOP/s) measured for ``part``'s product and where it comes from."""
     res = _precision(gemm, precision) if gemm else None
@@ -111,7 +113,7 @@ def reference_rate(gemm: dict[str, Any] | None, part: dict[str, Any],
     return 1e9 * best, "fastest measured"
 
 
-def step_reference(record: dict[str, Any], gemm: dict[str, Any] | None,
+def step_reference(record: RunRecord, gemm: GemmRecord | None,
                    precision: str) -> dict[str, Any]:
     """Per part: flops per step and the best time of its products (None where no curve)."""
     by: dict[str, dict[str, Any]] = {p: {"flops": 0.0, "best_s": 0.0, "sources": set()}
@@ -126,32 +128,31 @@ def step_reference(record: dict[str, Any], gemm: dict[str, Any] | None,
     return {p: {**d, "sources": sorted(d["sources"])} for p, d in by.items()}
 
 
-def run_precision(record: dict[str, Any]) -> str:
+def run_precision(record: RunRecord) -> str:
     """The GEMM precision a run's products ran at: its ``precision`` (fp32 with TF32 on is
     tf32; records older than issue 41 carry no precision and ran fp32)."""
-    cfg = record["config"]
-    precision = cfg.get("precision", "fp32")
+    cfg = record.config
+    precision = record.configured_precision
     return "tf32" if precision == "fp32" and cfg.get("tf32") == "on" else precision
 
 
-def limit_rows(runs: list[dict[str, Any]], gemm: dict[str, Any] | None) -> list[dict[str, Any]]:
+def limit_rows(runs: list[RunRecord], gemm: GemmRecord | None) -> list[dict[str, Any]]:
     """One row per run: impl, TF32, words/s, step time, useful TFLOP/s (the step's products'
     flops over its time), each part's best time, their sum, and the fraction (sum over the
     step time; ``wrong_reference`` when above 1)."""
     rows = []
     for r in runs:
-        m, tf32 = r["config"]["model"], r["config"].get("tf32", "default")
+        m, tf32 = r.model_config, r.config.get("tf32", "default")
         precision = run_precision(r)
-        step_s = r["words"] / max(1, r["sentences"]) * r["config"]["data"]["batch_size"] \
-            / r["words_per_s"]
+        step_s = r.words / max(1, r.sentences) * r.config["data"]["batch_size"] / r.words_per_s
         parts = step_reference(r, gemm, precision)
         flops = sum(p["flops"] for p in parts.values())
         times = [p["best_s"] for p in parts.values()]
         best = None if any(t is None for t in times) else sum(times)
         frac = best / step_s if best is not None else None
         rows.append({"impl": m["rnn_impl"], "tf32": tf32, "precision": precision,
-                     "words_per_s": r["words_per_s"], "step_s": step_s,
-                     "gpu": ((r.get("device") or {}).get("gpu") or {}).get("model"),
+                     "words_per_s": r.words_per_s, "step_s": step_s,
+                     "gpu": (r.device.get("gpu") or {}).get("model"),
                      "useful_tflops": flops / step_s / 1e12, "parts": parts, "best_s": best,
                      "fraction": frac, "wrong_reference": frac is not None and frac > 1.0})
     return rows
@@ -183,8 +184,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _gemm_record(folder: Path) -> dict[str, Any] | None:
-    gemms = [r for r in _records(folder) if r.get("kind") == "gemm"]
+def _gemm_record(folder: Path) -> GemmRecord | None:
+    gemms = [r for r in _records(folder) if isinstance(r, GemmRecord) and r.status == "ok"]
     return gemms[-1] if gemms else None
 
 
@@ -200,10 +201,10 @@ def main(argv: list[str]) -> int:
     gemm, source = _gemm_record(out / "gemm"), out / "gemm"
     if gemm is None and len(argv) == 2:
         gemm, source = _gemm_record(Path(argv[1])), Path(argv[1])
-    runs = [r for r in _records(out / "seeds") if "words_per_s" in r]
+    runs = [r for r in _records(out / "seeds") if isinstance(r, RunRecord)]
     print(markdown(limit_rows(runs, gemm)))
     print(f"GEMM curves: {source if gemm else 'none (no GEMM records)'}"
-          + (f", measured {gemm.get('finished', '?')}" if gemm else ""))
+          + (f", measured {gemm.finished}" if gemm else ""))
     return 0
 
 

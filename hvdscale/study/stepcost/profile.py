@@ -34,7 +34,7 @@ from typing import Any
 from hvdscale.config import RunConfig, load_config, tf32_in_force, to_dict
 from hvdscale.errors import HvdscaleError
 from hvdscale.frameworks.profiling import PHASES, ProfileSteps
-from hvdscale.records.schema import SCHEMA_VERSION
+from hvdscale.records.migrate import SCHEMA_VERSION
 from hvdscale.registry import check_framework
 
 IMPLS = ("fused", "loop")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from hvdscale.errors import HvdscaleError
-from hvdscale.records import schema
+from hvdscale.records.run import RunRecord
 
 FWD_BWD = 3  # forward, data gradient, weight gradient: three products of the forward's size
 
@@ -60,9 +60,9 @@ def flops_per_word(model: dict[str, Any],
     return {**parts, "total": parts["rnn"] + parts["projection"]}
 
 
-def achieved(record: dict[str, Any]) -> dict[str, float]:
+def achieved(record: RunRecord) -> dict[str, float]:
     """A run record's useful TFLOP/s in its measured window, in total and per rank."""
-    per_word = flops_per_word(schema.model_config(record), record.get("vocab"))
-    tflops = schema.words_per_s(record) * per_word["total"] / 1e12
+    per_word = flops_per_word(record.model_config, record.vocab)
+    tflops = record.words_per_s * per_word["total"] / 1e12
     return {"flops_per_word": per_word["total"], "tflops": tflops,
-            "tflops_per_rank": tflops / max(1, record.get("workers") or record["ranks"])}
+            "tflops_per_rank": tflops / max(1, record.workers or record.ranks)}

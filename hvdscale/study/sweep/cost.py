@@ -9,12 +9,13 @@ others start from their own beginning (hvdscale.train.points).
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from hvdscale.records import schema
+from hvdscale.records.fields import Record
+from hvdscale.records.launch import LaunchCost
+from hvdscale.records.run import RunRecord
 from hvdscale.study.sweep.overhead import TIMING_FILE
 
 LAUNCH_PHASES = ("imports", "mpi")
@@ -60,38 +61,40 @@ class SweepCost:
                 "set-up, record and teardown, the launches' exits)")
 
 
-def timing_rows(results: str | Path) -> list[dict[str, Any]]:
-    """The sweep's timing lines (none without its file)."""
+def timing_rows(results: str | Path) -> list[LaunchCost]:
+    """The sweep's timing lines, typed (none without its file)."""
+    from hvdscale.records.reader import read
+
     path = Path(results) / TIMING_FILE
     if not path.is_file():
         return []
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return [r for r in read(path) if isinstance(r, LaunchCost)]
 
 
-def launch_seconds(rows: list[dict[str, Any]]) -> tuple[int, float]:
+def launch_seconds(rows: Sequence[LaunchCost]) -> tuple[int, float]:
     """(launches, their summed wall time): a shared launch's lines count once."""
     seen: dict[str, float] = {}
     own = []
     for r in rows:
-        if r.get("launch"):
-            seen[str(r["launch"])] = float(r.get("launch_s") or 0.0)
+        if r.launch:
+            seen[r.launch] = r.launch_s
         else:
-            own.append(float(r.get("launch_s") or 0.0))
+            own.append(r.launch_s)
     return len(seen) + len(own), sum(seen.values()) + sum(own)
 
 
-def sweep_cost(records: list[dict[str, Any]], results: str | Path) -> SweepCost | None:
+def sweep_cost(records: Sequence[Record], results: str | Path) -> SweepCost | None:
     """The cost of the sweep whose timing file is in ``results`` (None without one)."""
     rows = timing_rows(results)
     if not rows:
         return None
     launches, launch_s = launch_seconds(rows)
-    ok = [r for r in records if schema.is_ok(r)]
+    ok = [r for r in records if isinstance(r, RunRecord)]
     startup = warm = measured = 0.0
     for r in ok:
-        marks = schema.startup(r) or {}
-        if (schema.launch(r) or {}).get("position", 0) == 0:
-            startup += sum(marks.get("max_s", {}).get(p, 0.0) for p in LAUNCH_PHASES)
-        warm += schema.warmup_s(r)
-        measured += float(r.get("window_s") or 0.0)  # a record from before it was measured
+        if r.launch is None or r.launch["position"] == 0:
+            marks = r.startup
+            startup += sum(marks["max_s"].get(p, 0.0) for p in LAUNCH_PHASES) if marks else 0.0
+        warm += r.warmup_s
+        measured += r.window_s
     return SweepCost(launches, len(rows), launch_s, startup, warm, measured)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.errors import HvdscaleError
+from hvdscale.records.fields import Record
 from hvdscale.records.store import read_records, results_path
 from hvdscale.study.sweep.hostfile import Hostfile, parse_hostfile
 
@@ -247,8 +248,8 @@ def run_launch(cmd: list[str], env: Mapping[str, str], timeout_s: float, out_log
 
 # --- what a launch left behind ------------------------------------------------------------------
 
-def read_out(out: Path) -> list[dict[str, Any]]:
-    """The records in the results directory ``out`` (none yet: an empty list)."""
+def read_out(out: Path) -> list[Record]:
+    """The records in the results directory ``out``, typed (none yet: an empty list)."""
     return read_records(results_path(out)) if results_path(out).exists() else []
 
 

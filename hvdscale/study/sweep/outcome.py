@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from hvdscale.records.failed import FailedRecord
+from hvdscale.records.run import RunRecord
 from hvdscale.records.store import append_record
 from hvdscale.study.sweep.overhead import LaunchTiming
 from hvdscale.study.sweep.plan import Point, SweepSpec
@@ -22,7 +24,7 @@ class Outcome:
     words_per_s: float | None = None
     error: str = ""  # why it failed; for an ok point, a note (e.g. it overran while exiting)
     log: Path | None = None
-    record: dict[str, Any] | None = None
+    record: RunRecord | None = None
     timing: LaunchTiming | None = None  # when the launch spawned and exited (overhead)
 
 
@@ -43,12 +45,11 @@ def failed_record(spec: SweepSpec, cfg: Any, ranks: int, why: str,
     """The sweep's failed record of a point (its config as run, ``cfg``) whose launch wrote
     none; ``extra`` adds what the caller knows (its start, command, log...)."""
     from hvdscale.config import to_dict
-    from hvdscale.records.schema import SCHEMA_VERSION
     from hvdscale.records.store import record_key
 
     now = datetime.now(UTC).isoformat(timespec="seconds")
-    append_record(spec.out, {
-        "schema": SCHEMA_VERSION, "status": "failed", "name": cfg.name, "started": now,
-        "finished": now, "key": record_key(cfg), "ranks": ranks,
-        "workers": cfg.strategy.workers(ranks), "config": to_dict(cfg),
-        "launcher": spec.launcher, "error": why, **extra})
+    append_record(spec.out, FailedRecord.from_dict({
+        "status": "failed", "name": cfg.name, "started": now, "finished": now,
+        "key": record_key(cfg), "ranks": ranks, "workers": cfg.strategy.workers(ranks),
+        "config": to_dict(cfg), "launcher": spec.launcher, "error": why, **extra},
+        where="the failed record being written"))

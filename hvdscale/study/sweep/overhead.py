@@ -20,7 +20,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from hvdscale.records.schema import is_run
+from hvdscale.records.fields import Record
+from hvdscale.records.launch import LaunchCost
+from hvdscale.records.run import RunRecord
 from hvdscale.study.paired.rounds import round_of
 
 TIMING_FILE = "sweep_timing.jsonl"
@@ -50,9 +52,10 @@ class LaunchTiming:
 
 def write_timing(out: Path, label: str, round_: int, entry: dict[str, Any]) -> None:
     """Append one launch's timing line to ``out``'s ``sweep_timing.jsonl``."""
-    line = {"point": label, "round": round_, "at": round(time.time(), 3), **entry}
+    line = LaunchCost.from_dict({"point": label, "round": round_, "at": round(time.time(), 3),
+                                 **entry}, where="the sweep's timing line being written")
     with open(Path(out) / TIMING_FILE, "a", encoding="utf-8") as f:
-        f.write(json.dumps(line) + "\n")
+        f.write(json.dumps(line.to_dict()) + "\n")
 
 
 # --- records their sweep accounted for (issue 50) ------------------------------------------
@@ -61,25 +64,23 @@ SLACK_S = 1.0
 """A record's ``finished`` is whole seconds; the timing line is written after the launcher exits."""
 
 
-def _accounts_for(line: dict[str, Any], rec: dict[str, Any]) -> bool:
+def _accounts_for(line: LaunchCost, rec: RunRecord) -> bool:
     """Whether the launch of timing ``line`` is the one that wrote ``rec``: the same rank
     count and round, and ``rec`` finished inside that launch's window."""
-    m = _NP.search(str(line.get("point", "")))
-    if m is None or int(m.group(1)) != rec.get("workers"):
+    m = _NP.search(line.point)
+    if m is None or int(m.group(1)) != rec.workers:
         return False
     tagged = round_of(rec)
-    if tagged is not None and tagged != line.get("round"):
+    if tagged is not None and tagged != line.round:
         return False
     try:
-        done = datetime.fromisoformat(str(rec.get("finished"))).timestamp()
-        at, launch = float(line["at"]), float(line.get("launch_s") or 0.0)
-    except (ValueError, KeyError, TypeError):
+        done = datetime.fromisoformat(rec.finished).timestamp()
+    except ValueError:
         return False
-    return at - launch - SLACK_S <= done <= at + SLACK_S
+    return line.at - line.launch_s - SLACK_S <= done <= line.at + SLACK_S
 
 
-def unaccounted(loaded: list[tuple[str, dict[str, Any]]]) -> tuple[
-        list[tuple[str, dict[str, Any]]], list[str]]:
+def unaccounted(loaded: list[tuple[str, Record]]) -> tuple[list[tuple[str, Record]], list[str]]:
     """Split off the run records whose sweep never accounted for them.
 
     A sweep writes a timing line when each launch ends (``write_timing``). A record in a sweep's
@@ -91,22 +92,24 @@ def unaccounted(loaded: list[tuple[str, dict[str, Any]]]) -> tuple[
     Returns:
         the records kept, and one note per record left out, naming it and why.
     """
-    lines: dict[Path, list[dict[str, Any]] | None] = {}
+    from hvdscale.records.reader import read
+
+    lines: dict[Path, list[LaunchCost] | None] = {}
     kept, notes = [], []
     for where, rec in loaded:
         folder = Path(where.rsplit(":", 1)[0]).parent
         if folder not in lines:
             f = folder / TIMING_FILE
-            lines[folder] = ([json.loads(x) for x in f.read_text().splitlines() if x.strip()]
+            lines[folder] = ([x for x in read(f) if isinstance(x, LaunchCost)]
                              if f.is_file() else None)
         timing = lines[folder]
         # Only a launch's run record is the sweep's to account for: a command's own summary
         # beside it (``hvdscale batch``'s, a gemm curve) comes from no launch.
-        if (timing is None or not is_run(rec) or rec.get("status") != "ok"
-                or not rec.get("finished") or any(_accounts_for(line, rec) for line in timing)):
+        if (timing is None or not isinstance(rec, RunRecord) or not rec.finished
+                or any(_accounts_for(line, rec) for line in timing)):
             kept.append((where, rec))
             continue
-        notes.append(f"{where} (np={rec.get('workers')}, finished {rec.get('finished')}) is "
+        notes.append(f"{where} (np={rec.workers}, finished {rec.finished}) is "
                      f"in no launch of its sweep's {TIMING_FILE}: it finished after the sweep "
                      "ended (cut by a deadline or killed), and is left out")
     return kept, notes

@@ -17,8 +17,9 @@ from hvdscale.config import RunConfig, check_launch, load_config, to_dict
 from hvdscale.config.model import SCALE_LR_RULES
 from hvdscale.corpora import corpus
 from hvdscale.errors import HvdscaleError
-from hvdscale.records import schema
 from hvdscale.records.experiment import same_point
+from hvdscale.records.fields import Record
+from hvdscale.records.run import RunRecord
 from hvdscale.records.store import check_writable
 from hvdscale.registry import FRAMEWORKS
 from hvdscale.strategies import registry as strategies
@@ -271,20 +272,20 @@ def point_workers(cfg: RunConfig, ranks: int) -> int:
     return cfg.strategy.workers(ranks)
 
 
-def matches(rec: dict[str, Any], point: Point) -> bool:
+def matches(rec: RunRecord, point: Point) -> bool:
     """Whether ``rec`` measured ``point``."""
     # The same experiment and series at the same ranks (hvdscale.records.experiment): a changed
     # setting that changes the measurement (steps, batch, model) is a new point; a label
     # (name, supervision limits) is not.
-    return same_point(rec, to_dict(point.cfg), point.ranks)
+    return same_point(rec.to_dict(), to_dict(point.cfg), point.ranks)
 
 
-def recorded_all(records: list[dict[str, Any]], point: Point) -> list[dict[str, Any]]:
+def recorded_all(records: Sequence[Record], point: Point) -> list[RunRecord]:
     """Every ok record of ``point`` among ``records``, oldest first."""
-    return [r for r in records if schema.is_ok(r) and matches(r, point)]
+    return [r for r in records if isinstance(r, RunRecord) and matches(r, point)]
 
 
-def recorded(records: list[dict[str, Any]], point: Point) -> dict[str, Any] | None:
+def recorded(records: Sequence[Record], point: Point) -> RunRecord | None:
     """The latest ok record of ``point`` among ``records``, or None."""
     hits = recorded_all(records, point)
     return hits[-1] if hits else None
@@ -296,8 +297,7 @@ def round_point(point: Point, r: int) -> Point:
     return replace(point, cfg=replace(point.cfg, name=name), sets=(*point.sets, f"name={name}"))
 
 
-def rounds_of(records: Sequence[dict[str, Any]], point: Point,
-              repeats: int) -> list[dict[str, Any] | None]:
+def rounds_of(records: Sequence[Record], point: Point, repeats: int) -> list[RunRecord | None]:
     """``point``'s ok record per round among ``records``
     (``hvdscale.study.paired.rounds.by_round``);
     any round's ``round_point`` of it matches the same records."""

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hvdscale.records import schema
+from hvdscale.records.failed import FailedRecord
+from hvdscale.records.run import RunRecord
 from hvdscale.study.sweep.groups import Launch
 from hvdscale.study.sweep.launcher import launch_env, read_out
 from hvdscale.study.sweep.outcome import Outcome, failed_record
@@ -75,13 +76,13 @@ def run_shared(spec: SweepSpec, launch: Launch, points: list[Point], hostfile: P
     return outcomes
 
 
-def _from_record(point: Point, rec: dict[str, Any] | None, seconds: float,
+def _from_record(point: Point, rec: RunRecord | FailedRecord | None, seconds: float,
                  log: Path) -> Outcome:
     """A point's outcome from its record (ok, or failed on every rank)."""
-    if rec is not None and schema.is_ok(rec):
-        return Outcome(point, "ok", seconds, schema.words_per_s(rec), log=log, record=rec)
-    why = (rec or {}).get("error") or "no record written"
-    return Outcome(point, "failed", seconds, error=str(why), log=log)
+    if isinstance(rec, RunRecord):
+        return Outcome(point, "ok", seconds, rec.words_per_s, log=log, record=rec)
+    why = (rec.error if rec is not None else "") or "no record written"
+    return Outcome(point, "failed", seconds, error=why, log=log)
 
 
 def _settle(spec: SweepSpec, launch: Launch, todo: list[Point], name: str, w: Watched,

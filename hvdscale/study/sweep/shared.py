@@ -16,13 +16,15 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hvdscale.records import schema
+from hvdscale.records.failed import FailedRecord
+from hvdscale.records.fields import Record
+from hvdscale.records.run import RunRecord
 from hvdscale.study.sweep.groups import Launch
 from hvdscale.study.sweep.launcher import _kill_tree, error_summary, launch_line
 from hvdscale.study.sweep.plan import Point, SweepSpec, in_round, point_sets
@@ -149,12 +151,11 @@ def stderr_why(err_log: Path, out_log: Path, rc: int | None) -> str:
     return (f"exit {rc}: " if rc else "") + error_summary(stderr, stdout=stdout)
 
 
-def by_position(records: list[dict[str, Any]], name: str) -> dict[int, dict[str, Any]]:
-    """The records one launch wrote, by their position in it."""
-    out = {}
+def by_position(records: Sequence[Record], name: str) -> dict[int, RunRecord | FailedRecord]:
+    """The records one launch wrote (ok or failed), by their position in it."""
+    out: dict[int, RunRecord | FailedRecord] = {}
     for r in records:
-        where = schema.launch(r)
-        if where is not None and where.get("id") == name and (
-                schema.is_ok(r) or schema.status(r) == "failed"):
-            out[int(where["position"])] = r
+        if isinstance(r, RunRecord | FailedRecord) and r.launch is not None \
+                and r.launch["id"] == name:
+            out[r.launch["position"]] = r
     return out

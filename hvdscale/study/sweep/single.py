@@ -15,9 +15,9 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from hvdscale.errors import HvdscaleError
+from hvdscale.records.run import RunRecord
 from hvdscale.study.sweep.launcher import error_summary, launch_env, launch_line, read_out
 
 
@@ -74,7 +74,7 @@ class RunLaunch:
 
 def launch_run(ranks: int, config: str | Path, out: str | Path,
                sets: tuple[str, ...] | list[str] = (),
-               how: RunLaunch = RunLaunch()) -> dict[str, Any]:
+               how: RunLaunch = RunLaunch()) -> RunRecord:
     """Launch one run (see ``single_run_line``) and return the record it appended to ``out``.
 
     Raises:
@@ -84,7 +84,7 @@ def launch_run(ranks: int, config: str | Path, out: str | Path,
     before = len(read_out(Path(out)))
     proc = subprocess.run(cmd, env=full, cwd=how.cwd, capture_output=True, text=True,
                           timeout=how.timeout_s, stdin=subprocess.DEVNULL)
-    new = read_out(Path(out))[before:]
+    new = [r for r in read_out(Path(out))[before:] if isinstance(r, RunRecord)]
     if proc.returncode != 0 or not new:
         raise HvdscaleError(f"run of {config} at np={ranks} failed (exit {proc.returncode}): "
                             f"{error_summary(proc.stderr, stdout=proc.stdout)}")

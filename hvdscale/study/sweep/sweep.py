@@ -21,13 +21,14 @@ import shlex
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hvdscale.records import schema
+from hvdscale.records.fields import Record
 from hvdscale.records.load import load_now
+from hvdscale.records.run import RunRecord
 from hvdscale.study.sweep.hostfile import write_hostfile
 from hvdscale.study.sweep.launcher import (
     error_summary,
@@ -98,13 +99,14 @@ def run_point(spec: SweepSpec, point: Point, hostfile_path: Path | None = None,
     timing.exited = time.time()
     seconds = time.monotonic() - t0
     new = read_out(spec.out)[before:]
-    rec = next((r for r in reversed(new) if schema.is_ok(r) and matches(r, point)), None)
+    rec = next((r for r in reversed(new) if isinstance(r, RunRecord) and matches(r, point)),
+               None)
     if rec is not None:
         # The record is written after the last barrier, when every rank has finished: the
         # measurement is complete even if the launch overran its limit while exiting.
         late = (f" (record written; the launch then overran --timeout {spec.timeout_s:g} s "
                 "while exiting and was ended)") if timed_out else ""
-        return Outcome(point, "ok", seconds, schema.words_per_s(rec), error=late.strip(),
+        return Outcome(point, "ok", seconds, rec.words_per_s, error=late.strip(),
                        log=out_log, record=rec, timing=timing)
     stderr, stdout = (f.read_text(errors="replace") if f.exists() else ""
                       for f in (err_log, out_log))
@@ -147,8 +149,8 @@ def launches(spec: SweepSpec) -> list[tuple[int, Point]]:
                                                          per_point=True)]
 
 
-def measured(records: list[dict[str, Any]], spec: SweepSpec, r: int,
-             point: Point) -> dict[str, Any] | None:
+def measured(records: Sequence[Record], spec: SweepSpec, r: int,
+             point: Point) -> RunRecord | None:
     """The ok record of ``point`` in round ``r``, or None (always None under ``redo``).
 
     One round: any ok record of the point, as before rounds existed. Several: the record tagged
@@ -208,7 +210,7 @@ def run_sweep(spec: SweepSpec, say: Callable[[str], None] = print) -> SweepResul
                 if done is None:
                     run.append(point)
                     continue
-                o = Outcome(point, "skipped", 0.0, schema.words_per_s(done))
+                o = Outcome(point, "skipped", 0.0, done.words_per_s)
                 result.outcomes.append(o)
                 say(f"[{number[r, point.index]}/{total}]{rnd} {point.label}: skipped, already "
                     f"recorded {o.words_per_s:.1f} words/s (--redo measures it again)")

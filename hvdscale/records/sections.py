@@ -1,0 +1,145 @@
+"""The nested sections of a run record, each key with its type, unit and meaning.
+
+A section is a ``TypedDict``: it reads as the dict the JSON file holds
+(``rec.step_time["median"]``), and ``hvdscale.records.fields.check`` holds a file to it. The
+start-up section is ``hvdscale.records.startup.Startup``; a launch's place,
+``hvdscale.records.launch.LaunchPlace``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, NotRequired, TypedDict
+
+from hvdscale.records.fields import Doc
+
+MEASURE = "train/record.py (train/runner.py sets steps when a target ends the run)"
+METER = "core/meter.py summarize"
+RECORD = "train/record.py build_record"
+
+
+class StepTime(TypedDict):
+    """The job's step times over the measured window (a step lasts as long as its slowest rank)."""
+
+    n: Annotated[int, Doc("measured steps")]
+    median: Annotated[float, Doc("median step time", "s")]
+    jitter: Annotated[float, Doc("1.4826 * median absolute deviation", "s")]
+    mean: Annotated[float, Doc("mean step time", "s")]
+    ci95: Annotated[float, Doc("half-width of the mean's 95% interval", "s")]
+    min: Annotated[float, Doc("fastest step", "s")]
+    max: Annotated[float, Doc("slowest step", "s")]
+
+
+class RankIdle(TypedDict):
+    """One computing rank's wait for slower ranks."""
+
+    rank: Annotated[int, Doc("the rank")]
+    idle_s: Annotated[float, Doc("seconds waited over the window", "s")]
+    idle_ms_per_step: Annotated[float, Doc("waited per step", "ms")]
+    idle_steps: Annotated[int, Doc("steps it had no batch for (out of data)")]
+    compute_s: Annotated[float, Doc("seconds of its own compute", "s")]
+    batches: NotRequired[Annotated[int, Doc("batches it had")]]
+
+
+class Idle(TypedDict, total=False):
+    """Straggler idle (empty where the strategy measured no compute times)."""
+
+    synchronous: Annotated[bool, Doc("the ranks meet at every step")]
+    steps: Annotated[int, Doc("measured steps")]
+    per_rank: Annotated[list[RankIdle], Doc("each computing rank's idle")]
+    idle_ms_per_step: Annotated[float, Doc("mean over ranks", "ms")]
+    idle_fraction: Annotated[float, Doc("share of the ranks' window spent waiting")]
+    ranks_out_of_batches: Annotated[list[int], Doc("ranks that ran out of batches")]
+
+
+class RankTime(TypedDict):
+    """One computing rank's window, for the breakdown of lost efficiency."""
+
+    rank: Annotated[int, Doc("the rank")]
+    words: Annotated[int, Doc("target words it trained", "words")]
+    window_s: Annotated[float, Doc("its measured window", "s")]
+    steps: Annotated[int, Doc("its measured steps")]
+    step_s: Annotated[float, Doc("sum of its step times", "s")]
+    compute_s: Annotated[float, Doc("sum of its compute times (communication excluded)", "s")]
+
+
+class RankWindow(TypedDict):
+    """One rank's words and window (serving ranks included)."""
+
+    rank: Annotated[int, Doc("the rank")]
+    words: Annotated[int, Doc("target words it trained", "words")]
+    window_s: Annotated[float, Doc("its measured window", "s")]
+    step_time_median: Annotated[float | None, Doc("its median step time", "s")]
+
+
+class Measure(TypedDict):
+    """What the window measured."""
+
+    warmup_steps: Annotated[int, Doc("steps before the window (not measured)")]
+    steps: Annotated[int, Doc("measured steps")]
+    epochs: Annotated[int | float | None, Doc("epochs configured, if any")]
+    aligned_buckets: Annotated[bool, Doc("every rank's step drew from one length bucket")]
+    bucketing_mode: Annotated[str, Doc("how batches were bucketed by length")]
+    batches_per_rank: Annotated[list[int], Doc("batches each rank had")]
+
+
+class PaddingEntry(TypedDict):
+    """Real tokens against padded slots for one way of batching."""
+
+    words: Annotated[int, Doc("real tokens", "words")]
+    slots: Annotated[int, Doc("padded token slots")]
+    padded_fraction: Annotated[float, Doc("share of slots that were padding")]
+    padding_ratio: Annotated[float | None, Doc("slots / real tokens")]
+    rnn_work_slots: NotRequired[Annotated[int, Doc("slots the recurrence really ran")]]
+    work_ratio: NotRequired[Annotated[float | None, Doc("rnn work slots / real tokens")]]
+
+
+class Padding(TypedDict):
+    """Padding of the window and of one epoch batched three ways."""
+
+    window: Annotated[PaddingEntry, Doc("the measured window")]
+    rnn_impl: NotRequired[Annotated[str, Doc("fused or loop: which slots the RNN runs")]]
+    epoch_configured: Annotated[PaddingEntry, Doc("one epoch as configured")]
+    epoch_unbucketed: Annotated[PaddingEntry, Doc("one epoch without bucketing")]
+    epoch_pad_to_max: Annotated[PaddingEntry, Doc("one epoch padded to the longest")]
+
+
+class Memory(TypedDict):
+    """One rank's memory."""
+
+    rank: Annotated[int, Doc("the rank")]
+    peak_rss_mb: Annotated[float | None, Doc("peak resident memory", "MB")]
+    rss_first_mb: Annotated[float | None, Doc("resident at the window's first step", "MB")]
+    rss_last_mb: Annotated[float | None, Doc("resident at its end", "MB")]
+    peak_gpu_mem_mb: Annotated[float | None, Doc("peak GPU memory (None on CPU)", "MB")]
+
+
+class Device(TypedDict):
+    """Where the ranks computed."""
+
+    requested: Annotated[str, Doc("the config's device (cpu, cuda, auto)")]
+    gpu: Annotated[dict[str, Any] | None, Doc("rank 0's GPU: name, driver, CUDA, cuDNN, NCCL")]
+    shared_gpus: NotRequired[Annotated[Any, Doc("ranks that shared one GPU, if any")]]
+    per_rank: Annotated[list[dict[str, Any]], Doc("each rank's device facts")]
+
+
+class Threads(TypedDict):
+    """Threads and Open MPI settings in force."""
+
+    intra_op: Annotated[int, Doc("intra-op (compute) threads per rank")]
+    inter_op: Annotated[int, Doc("inter-op threads per rank")]
+    mpi_yield_when_idle: Annotated[str | None, Doc("OMPI_MCA_mpi_yield_when_idle")]
+    mpi_btl: NotRequired[Annotated[str | None, Doc("OMPI_MCA_btl")]]
+
+
+class Interval(TypedDict):
+    """A precision target's blocks and the interval it reached (``measure.target_rel_ci``)."""
+
+    target_rel_ci: Annotated[float, Doc("the target: relative 95% half-width")]
+    block_steps: Annotated[int, Doc("steps per block")]
+    max_seconds: Annotated[float, Doc("the measuring time limit", "s")]
+    blocks: Annotated[int, Doc("blocks measured")]
+    words_per_s: Annotated[float, Doc("ratio estimate over the blocks", "words/s")]
+    ci95: Annotated[float | None, Doc("95% half-width", "words/s")]
+    rel_ci95: Annotated[float | None, Doc("ci95 / words_per_s")]
+    met: Annotated[bool, Doc("the target was met")]
+    stopped: Annotated[str, Doc("why measuring stopped")]

@@ -1,0 +1,15 @@
+"""A section the study tools' records share (gemm, batch, profile)."""
+
+from __future__ import annotations
+
+from typing import Annotated, TypedDict
+
+from hvdscale.records.fields import Doc
+
+
+class LoadPair(TypedDict):
+    """The host's 1, 5, 15 min load before and after the measurement."""
+
+    before: Annotated[list[float], Doc("load averages before")]
+    after: Annotated[list[float], Doc("load averages after")]
+
