@@ -55,7 +55,6 @@ def handle(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from hvdscale.records.gemm import GemmRecord
     from hvdscale.records.store import append_record, check_writable
     from hvdscale.study.stepcost import gemm, gemm_report
 
@@ -73,9 +72,9 @@ def handle(args: argparse.Namespace) -> int:
     rec = gemm.run_gemm(frameworks, spec, say=say)
     md = gemm_report.markdown(rec)
     if not args.no_plot:
-        rec["plots"] = [str(p) for p in gemm_report.plot(rec, Path(out))]
-        md += "\nPlots: " + ", ".join(rec["plots"]) + "\n"
-    append_record(out, GemmRecord.from_dict(rec, where="the gemm record being written"))
+        rec.plots = [str(p) for p in gemm_report.plot(rec, Path(out))]
+        md += "\nPlots: " + ", ".join(rec.plots) + "\n"
+    append_record(out, rec)
     (Path(out) / "gemm.md").write_text(md)
-    print(json.dumps(rec, indent=1) if args.json else md, flush=True)
+    print(json.dumps(rec.to_dict(), indent=1) if args.json else md, flush=True)
     return 0

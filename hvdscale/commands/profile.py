@@ -33,7 +33,6 @@ def handle(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from hvdscale.records.profile import ProfileRecord
     from hvdscale.records.store import append_record, check_writable
     from hvdscale.study.stepcost import profile
 
@@ -43,7 +42,7 @@ def handle(args: argparse.Namespace) -> int:
     say = None if args.json else functools.partial(print, file=sys.stderr, flush=True)
     rec = profile.run_profile(args.config, args.set, args.steps, say=say)
     md = profile.markdown(rec)
-    append_record(out, ProfileRecord.from_dict(rec, where="the profile record being written"))
+    append_record(out, rec)
     (Path(out) / "profile.md").write_text(md)
-    print(json.dumps(rec, indent=1) if args.json else md, flush=True)
+    print(json.dumps(rec.to_dict(), indent=1) if args.json else md, flush=True)
     return 0

@@ -223,11 +223,12 @@ def series_label(config: Mapping[str, Any]) -> str:
     return f"{s['framework']} / {s['rnn_impl']} / {strategy_label(config)}"
 
 
-def same_point(record: Mapping[str, Any], config: Mapping[str, Any], ranks: int) -> bool:
-    """True when ``record`` measured the experiment and series of ``config`` at ``ranks``."""
-    rc = record.get("config")
-    return (record.get("ranks") == ranks and isinstance(rc, Mapping)
-            and identity(rc) == identity(config))
+def same_point(rec_config: Mapping[str, Any] | None, rec_ranks: int, config: Mapping[str, Any],
+               ranks: int) -> bool:
+    """True when a record (its config and ranks) measured the experiment and series of
+    ``config`` at ``ranks``."""
+    return (rec_ranks == ranks and isinstance(rec_config, Mapping)
+            and identity(rec_config) == identity(config))
 
 
 def differences(configs: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

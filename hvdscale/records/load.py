@@ -23,7 +23,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the record kinds import nothing of this module; only the hints need them
+    from hvdscale.records.run import RunRecord
 
 SLACK = 0.5
 """Cores of other work forgiven before a host counts as busy (as the benches' quiet label
@@ -63,23 +66,23 @@ class HostLoad:
                 f"rank x thread{'s' if self.demand != 1 else ''}")
 
 
-def record_demand(rec: dict[str, Any]) -> int | None:
+def record_demand(rec: RunRecord) -> int | None:
     """Ranks on rank 0's host x intra-op threads per rank, from a run record; None if it does
     not say (a record from before threads were recorded)."""
-    threads = (rec.get("threads") or {}).get("intra_op")
+    threads = rec.threads.get("intra_op")
     if not isinstance(threads, int) or threads < 1:
         return None
-    hosts = rec.get("rank_hosts") or []
-    local = hosts.count(hosts[0]) if hosts else rec.get("ranks")
+    hosts = rec.rank_hosts or []
+    local = hosts.count(hosts[0]) if hosts else rec.ranks
     if not isinstance(local, int) or local < 1:
         return None
     return local * threads
 
 
-def record_load(rec: dict[str, Any]) -> HostLoad | None:
+def record_load(rec: RunRecord) -> HostLoad | None:
     """The load of the host ``rec`` ran on, or None when the record lacks what the rule needs
     (``loadavg``, ``host_cores``: records written before the host's cores were recorded)."""
-    cores, load = rec.get("host_cores"), rec.get("loadavg")
+    cores, load = rec.host_cores, rec.loadavg
     demand = record_demand(rec)
     if not isinstance(cores, int) or cores < 1 or demand is None:
         return None

@@ -18,10 +18,11 @@ from hvdscale.study.report.report import write_report
 from tests.records_fixture import run_record
 
 
-def _load_rec(ranks: int, load1: float, cores: int = 2, threads: int = 1,
-              hosts: list[str] | None = None) -> dict:
-    return {"ranks": ranks, "rank_hosts": hosts or ["h"] * ranks, "host_cores": cores,
-            "threads": {"intra_op": threads, "inter_op": 1}, "loadavg": [load1, 1.0, 1.0]}
+def _load_rec(ranks: int, load1: float, cores: int | None = 2, threads: int = 1,
+              hosts: list[str] | None = None) -> RunRecord:
+    return run_record(ranks=ranks, rank_hosts=hosts or ["h"] * ranks, host_cores=cores,
+                      threads={"intra_op": threads, "inter_op": 1, "mpi_yield_when_idle": None},
+                      loadavg=[load1, 1.0, 1.0])
 
 
 # (ranks, threads, cores, 1-minute load, busy): free = cores - (load - ranks x threads), busy
@@ -50,8 +51,7 @@ def test_only_rank_zeros_host_counts_and_old_records_are_unknown() -> None:
     two_hosts = _load_rec(4, 2.4, hosts=["a", "a", "b", "b"])
     assert record_load(two_hosts) == HostLoad(2, 2, pytest.approx(0.4))
     assert not record_load(two_hosts).busy
-    old = _load_rec(2, 9.0)
-    del old["host_cores"]  # written before the host's cores were recorded
+    old = _load_rec(2, 9.0, cores=None)  # written before the host's cores were recorded
     assert record_load(old) is None
     assert is_busy(others=0.0, cores=2, demand=3)
 

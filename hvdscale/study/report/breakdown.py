@@ -103,7 +103,7 @@ def breakdowns(records: Sequence[Record]) -> list[dict[str, Any]]:
                                "rnn_impl": key["rnn_impl"],
                                "scaling": key["scaling"], "strategy": _label(rec),
                                "ranks": rec.ranks, "workers": workers, "runs": len(recs),
-                               "busy": any((load := record_load(r.to_dict())) and load.busy
+                               "busy": any((load := record_load(r)) and load.busy
                                            for r in recs)}
         if not base:
             row["note"] = "no 1-worker run of this config"

@@ -122,7 +122,7 @@ def _noise(p: Point, recs: list[RunRecord]) -> Point:
     p.wps_min, p.wps_max = min(p.runs), max(p.runs)
     p.wps_mad = MAD_SCALE * statistics.median(abs(x - p.words_per_s) for x in p.runs)
     p.rounds = words_by_round(recs)
-    loads = [x for x in (record_load(r.to_dict()) for r in recs) if x is not None]
+    loads = [x for x in (record_load(r) for r in recs) if x is not None]
     p.load_known = len(loads)
     busy = [x for x in loads if x.busy]
     p.busy_runs = len(busy)

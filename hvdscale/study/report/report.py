@@ -132,4 +132,4 @@ def kind_sections(records: Sequence[Record]) -> str:
             ident = (r.kind,) if isinstance(r, GemmRecord) else (r.kind, repr(r.config))
             latest[ident] = r
     # The study tools' markdown reads the record as its file holds it.
-    return "".join(render[r.kind](r.to_dict()) + "\n" for r in latest.values())
+    return "".join(render[r.kind](r) + "\n" for r in latest.values())

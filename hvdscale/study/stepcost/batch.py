@@ -67,13 +67,13 @@ def run_batch_sweep(config: str, batches: list[int], overrides: list[str] | None
     say(f"hvdscale batch: GEMMs at hidden {h}, {threads} thread(s)")
     g = gemm.run_gemm([cfg.framework],
                       gemm.GemmSpec([h], batches, threads=threads, repeats=GEMM_REPEATS))
-    res = g["frameworks"][0]
+    res = g.frameworks[0]
     return BatchRecord(
         status="ok", started=started, finished=datetime.now(UTC).isoformat(timespec="seconds"),
         name=cfg.name, framework=cfg.framework, config=to_dict(cfg), strategy=STRATEGY,
         hidden=h, threads=threads, points=points,
-        gemm={"peak": res["peak"], "rows": res["rows"], "gates": g["gates"],
-              "repeats": g["repeats"]},
+        gemm={"peak": res["peak"], "rows": res["rows"], "gates": g.gates,
+              "repeats": g.repeats},
         loadavg={"before": list(load_before), "after": list(os.getloadavg())},
         versions=versions(), git=git_revision())
 

@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hvdscale.errors import HvdscaleError
-from hvdscale.records.migrate import SCHEMA_VERSION
+from hvdscale.records.gemm import GemmRecord
 from hvdscale.registry import FRAMEWORKS
 from hvdscale.study.stepcost.gemm_findings import (
     batch_growth,
@@ -188,8 +188,8 @@ def measure_framework(framework: str, spec: GemmSpec, say: Callable[[str], None]
 
 
 def run_gemm(frameworks: list[str], spec: GemmSpec,
-             say: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Measure every framework and return one record (``kind: gemm``) with the findings.
+             say: Callable[[str], None] | None = None) -> GemmRecord:
+    """Measure every framework and return the gemm record, with the findings.
 
     Raises:
         HvdscaleError: bad sizes or counts, or a framework that is not installed.
@@ -217,13 +217,11 @@ def run_gemm(frameworks: list[str], spec: GemmSpec,
         res["pretranspose"] = pretranspose_wins(res["rows"])
         res["batch_growth"] = batch_growth(res["rows"])
         results.append(res)
-    return {
-        "schema": SCHEMA_VERSION, "kind": "gemm", "status": "ok", "started": started,
-        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-        "host": socket.gethostname(), "threads": spec.threads, "clock": used,
-        "device": spec.device, "precisions": list(spec.precisions),
-        "gates": spec.gates, "repeats": spec.repeats, "warmup": spec.warmup,
-        "min_time_s": spec.min_time_s, "hidden": spec.hidden, "batch": spec.batch,
-        "loadavg": {"before": list(load_before), "after": list(os.getloadavg())},
-        "versions": versions(), "git": git_revision(), "frameworks": results,
-    }
+    return GemmRecord(
+        status="ok", started=started, finished=datetime.now(UTC).isoformat(timespec="seconds"),
+        host=socket.gethostname(), threads=spec.threads, clock=used, device=spec.device,
+        precisions=list(spec.precisions), gates=spec.gates, repeats=spec.repeats,
+        warmup=spec.warmup, min_time_s=spec.min_time_s, hidden=list(spec.hidden),
+        batch=list(spec.batch),
+        loadavg={"before": list(load_before), "after": list(os.getloadavg())},
+        versions=versions(), git=git_revision(), frameworks=results)

@@ -5,20 +5,20 @@ tables with the findings, and as one plot per framework."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from hvdscale.records.gemm import GemmRecord
 from hvdscale.study.plotting import figure
 from hvdscale.study.stepcost.gemm import VARIANTS
 from hvdscale.study.stepcost.gemm_findings import findings_text, result_label
 
 
-def markdown(rec: dict[str, Any]) -> str:
+def markdown(rec: GemmRecord) -> str:
     """The GEMM tables (GFLOP/s; twin = pre-transposed) and the findings, as Markdown."""
-    lines = [f"## GEMM of an RNN layer (M={rec['gates']}xhidden, K=hidden, N=batch; "
-             f"{rec['threads']} thread(s), {rec.get('clock', 'wall')} clock, median of "
-             f"{rec['repeats']}; "
-             f"loadavg {rec['loadavg']['before'][0]:.2f})", ""]
-    for res in rec["frameworks"]:
+    lines = [f"## GEMM of an RNN layer (M={rec.gates}xhidden, K=hidden, N=batch; "
+             f"{rec.threads} thread(s), {rec.clock} clock, median of "
+             f"{rec.repeats}; "
+             f"loadavg {rec.loadavg['before'][0]:.2f})", ""]
+    for res in rec.frameworks:
         peak = res["peak"]
         for h in sorted({r["hidden"] for r in res["rows"]}):
             lines += [f"### {result_label(res)}, hidden {h} (peak {peak['gflops']:.1f} GFLOP/s "
@@ -37,10 +37,10 @@ def markdown(rec: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def plot(rec: dict[str, Any], out_dir: Path) -> list[Path]:
+def plot(rec: GemmRecord, out_dir: Path) -> list[Path]:
     """One PNG per framework: GFLOP/s vs batch per variant (dashed: pre-transposed twin)."""
     written = []
-    for res in rec["frameworks"]:
+    for res in rec.frameworks:
         hs = sorted({r["hidden"] for r in res["rows"]})
         path = out_dir / f"gemm_{result_label(res, '_')}.png"
         with figure(path, 1, len(hs), figsize=(5.5 * len(hs), 4.2), squeeze=False) as (_, axes):
@@ -54,10 +54,10 @@ def plot(rec: dict[str, Any], out_dir: Path) -> list[Path]:
                     ax.plot(xs, [r["twin_gflops"] for r in rs], ls="--", lw=1,
                             color=line.get_color(), alpha=0.7, label=f"{v} pre-transposed")
                 ax.axhline(res["peak"]["gflops"], color="grey", ls=":", lw=1, label="peak")
-                for x in range(32, max(rec["batch"]) + 1, 32):
+                for x in range(32, max(rec.batch) + 1, 32):
                     ax.axvline(x, color="grey", lw=0.4, alpha=0.4)
                 ax.set(xlabel="batch (N)", ylabel="GFLOP/s",
-                       title=f"{result_label(res)} hidden {h}, {rec['threads']} thread(s)")
+                       title=f"{result_label(res)} hidden {h}, {rec.threads} thread(s)")
                 ax.grid(alpha=0.3)
                 ax.legend(fontsize=7)
         written.append(path)

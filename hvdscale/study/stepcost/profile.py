@@ -34,7 +34,7 @@ from typing import Any
 from hvdscale.config import RunConfig, load_config, tf32_in_force, to_dict
 from hvdscale.errors import HvdscaleError
 from hvdscale.frameworks.profiling import PHASES, ProfileSteps
-from hvdscale.records.migrate import SCHEMA_VERSION
+from hvdscale.records.profile import ProfileRecord
 from hvdscale.registry import check_framework
 
 IMPLS = ("fused", "loop")
@@ -133,8 +133,8 @@ def _time_split(res: dict[str, Any]) -> dict[str, float]:
 
 
 def run_profile(config: str, overrides: list[str] | None = None, steps: int = 2,
-                say: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Profile the fused and the loop RNN of ``config``; returns one record (``kind: profile``).
+                say: Callable[[str], None] | None = None) -> ProfileRecord:
+    """Profile the fused and the loop RNN of ``config``; returns the profile record.
 
     Raises:
         HvdscaleError: a bad config, steps < 1, or a framework without a profiler here.
@@ -161,17 +161,13 @@ def run_profile(config: str, overrides: list[str] | None = None, steps: int = 2,
         res["time_split"] = _time_split(res)
         impls[impl] = res
     ratio, compiled = _ratios_over_fused(impls)
-    return {
-        "schema": SCHEMA_VERSION, "kind": "profile", "status": "ok", "started": started,
-        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-        "host": socket.gethostname(), "name": cfg.name, "framework": cfg.framework,
-        "config": to_dict(cfg), "steps": steps,
-        "threads": {"intra_op": threads[0], "inter_op": threads[1]},
-        "loadavg": {"before": list(load_before), "after": list(os.getloadavg())},
-        "versions": versions(), "git": git_revision(), "impls": impls,
-        "ratio_loop_fused": ratio, "ratio_compiled_fused": compiled, "notes": NOTES,
-        "gpu": _gpu(cfg),
-    }
+    return ProfileRecord(
+        status="ok", started=started, finished=datetime.now(UTC).isoformat(timespec="seconds"),
+        host=socket.gethostname(), name=cfg.name, framework=cfg.framework, config=to_dict(cfg),
+        steps=steps, threads={"intra_op": threads[0], "inter_op": threads[1]},
+        loadavg={"before": list(load_before), "after": list(os.getloadavg())},
+        versions=versions(), git=git_revision(), impls=impls, ratio_loop_fused=ratio,
+        ratio_compiled_fused=compiled, notes=NOTES, gpu=_gpu(cfg))
 
 
 def _impls_to_run(cfg: RunConfig) -> tuple[str, ...]:
@@ -205,23 +201,23 @@ def _ratios_over_fused(impls: dict[str, Any]) -> tuple[dict[str, float], dict[st
     return ratio, compiled
 
 
-def markdown(rec: dict[str, Any]) -> str:
+def markdown(rec: ProfileRecord) -> str:
     """The notes' operator and kernel tables for this machine and config, and the time split."""
-    f, lp = rec["impls"]["fused"], rec["impls"]["loop"]
-    r = rec["ratio_loop_fused"]
-    m = rec["config"]["model"]
-    d = rec["config"]["data"]
+    f, lp = rec.impls["fused"], rec.impls["loop"]
+    r = rec.ratio_loop_fused
+    m = rec.config["model"]
+    d = rec.config["data"]
     ops_key = "graph_ops" if "graph_ops" in f else "ops"
     ops_what = ("graph ops of the traced train step" if ops_key == "graph_ops"
                 else "operators executed per step")
-    gpu = (rec.get("gpu") or {}).get("model")
+    gpu = (rec.gpu or {}).get("model")
     where = f"GPU ({gpu})" if gpu else "CPU (this machine)"
     gpu_row = [f"|{where}, GPU kernels|{f['gpu_kernels']:,.0f}|{lp['gpu_kernels']:,.0f}|"
                f"{r.get('gpu_kernels', 0):.1f}|1,281|37,644|29.4|"] if "gpu_kernels" in f else []
-    lines = [f"## Fused vs loop RNN: {rec['name']} ({rec['framework']}, {m['kind']}, "
+    lines = [f"## Fused vs loop RNN: {rec.name} ({rec.framework}, {m['kind']}, "
              f"{m['encoder_layers']}+{m['decoder_layers']} layers, hidden {m['hidden_size']}, "
-             f"batch {d['batch_size']}; {rec['threads']['intra_op']} thread(s), "
-             f"loadavg {rec['loadavg']['before'][0]:.2f})", "",
+             f"batch {d['batch_size']}; {rec.threads['intra_op']} thread(s), "
+             f"loadavg {rec.loadavg['before'][0]:.2f})", "",
              f"Number of operators ({ops_what}):", "",
              "|device|fused|loop|ratio loop/fused|notes: cudnn_lstm|notes: dynamic_rnn|"
              "notes: ratio|", "|:--|--:|--:|--:|--:|--:|--:|",
@@ -236,8 +232,8 @@ def markdown(rec: dict[str, Any]) -> str:
              "Where a step's time goes (profiled steps):", "",
              "|impl|step (s, unprofiled)|step (s, profiled)|RNN|softmax projection|rest|",
              "|:--|--:|--:|--:|--:|--:|"]
-    for impl in rec["impls"]:
-        x = rec["impls"][impl]
+    for impl in rec.impls:
+        x = rec.impls[impl]
         s = x["time_split"]
         lines.append(f"|{impl}|{x['step_s']:.3f}|{x['profiled_step_s']:.3f}|"
                      f"{100 * s['rnn']:.0f}%|{100 * s['softmax']:.0f}%|{100 * s['rest']:.0f}%|")
@@ -247,10 +243,10 @@ def markdown(rec: dict[str, Any]) -> str:
 
 def _compiled_lines(rec: dict[str, Any], ops_key: str) -> list[str]:
     """The compiled loop's counts beside fused (PyTorch; records from before it have none)."""
-    c = rec["impls"].get("compiled")
+    c = rec.impls.get("compiled")
     if c is None:
         return []
-    r = rec.get("ratio_compiled_fused") or {}
+    r = rec.ratio_compiled_fused or {}
     took = (c.get("compile") or {}).get("compile_s")
     return ["Compiled loop (torch.compile of the cell; compile time measured apart"
             + (f": {took:.1f} s" if took is not None else "") + "):", "",
@@ -263,12 +259,12 @@ def _compiled_lines(rec: dict[str, Any], ops_key: str) -> list[str]:
 
 def _phase_table(rec: dict[str, Any]) -> list[str]:
     """Operators and kernels per step by phase (forward, backward, update), where counted."""
-    if "ops_by_phase" not in rec["impls"]["fused"]:
+    if "ops_by_phase" not in rec.impls["fused"]:
         return []
     lines = ["Per phase (operators / kernels per step):", "",
              "|impl|forward|backward|update|", "|:--|--:|--:|--:|"]
-    for impl in rec["impls"]:
-        x = rec["impls"][impl]
+    for impl in rec.impls:
+        x = rec.impls[impl]
         cells = [f"{x['ops_by_phase'][p]:,.0f} / {x['kernels_by_phase'][p]:,.0f}"
                  for p in PHASES]
         lines.append(f"|{impl}|" + "|".join(cells) + "|")

@@ -37,9 +37,9 @@ class LaunchTiming:
     spawned: float = 0.0
     exited: float = 0.0
 
-    def entry(self, record: dict[str, Any] | None, previous_exit: float | None) -> dict[str, Any]:
+    def entry(self, record: RunRecord | None, previous_exit: float | None) -> dict[str, Any]:
         """The launch's line (``record``: its ok record, for the ranks' process starts)."""
-        startup = (record or {}).get("startup") or {}
+        startup = (record.startup if record is not None else None) or {}
         first = startup.get("first_process_start")
         after = self.begin - previous_exit if previous_exit is not None else 0.0
         out = {"sample_s": self.sampled - self.begin, "prepare_s": self.spawned - self.sampled,

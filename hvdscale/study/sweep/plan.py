@@ -277,7 +277,7 @@ def matches(rec: RunRecord, point: Point) -> bool:
     # The same experiment and series at the same ranks (hvdscale.records.experiment): a changed
     # setting that changes the measurement (steps, batch, model) is a new point; a label
     # (name, supervision limits) is not.
-    return same_point(rec.to_dict(), to_dict(point.cfg), point.ranks)
+    return same_point(rec.config, rec.ranks, to_dict(point.cfg), point.ranks)
 
 
 def recorded_all(records: Sequence[Record], point: Point) -> list[RunRecord]:
