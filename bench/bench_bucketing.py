@@ -38,16 +38,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import operator
 import os
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-from bucketing_work import model_work_ratio, pad_ratio, rnn_ratio, work_imbalance
+from bucketing_work import Run, model_work_ratio, pad_ratio, raw, rnn_ratio, work_imbalance
 
 from hvdscale.records.run import RunRecord
 from hvdscale.study.sweep.single import RunLaunch, launch_run
@@ -77,15 +77,6 @@ MODES: dict[str, tuple[list[str], tuple[int, ...] | None, bool]] = {
 }
 
 
-@dataclass(frozen=True)
-class Run:
-    """One launch: its record and the host's load averages around it."""
-
-    rec: RunRecord
-    loadavg_before: list[float]
-    loadavg_after: list[float]
-
-
 def run_point(np_: int, sets: list[str], out: str) -> Run:
     """One ``hvdscale run`` launch at ``np_`` ranks; its record, with the load around it."""
     load_before = os.getloadavg()
@@ -112,32 +103,12 @@ def sweep(modes: list[str], base: list[str], np_: int, repeats: int,
     return recs
 
 
+WORDS_PER_S = operator.attrgetter("words_per_s")
+
+
 def med(runs: list[Run], f: Callable[[RunRecord], float]) -> float:
     """The median of ``f`` over the runs' records."""
     return statistics.median(f(r.rec) for r in runs)
-
-
-def words_per_s(rec: RunRecord) -> float:
-    """The run's words/s (what ``med`` takes)."""
-    return rec.words_per_s
-
-
-def raw(run: Run) -> dict:
-    """What the JSON keeps of one run."""
-    rec = run.rec
-    measured = rec.measure
-    return {"words_per_s": rec.words_per_s, "window_s": rec.window_s,
-            "padding_ratio": pad_ratio(rec), "rnn_work_ratio": rnn_ratio(rec),
-            "model_work_ratio": model_work_ratio(rec),
-            "idle_pct": 100 * rec.idle_fraction,
-            "idle_ms_per_step": rec.idle_ms_per_step,
-            "idle_per_rank_ms": [p["idle_ms_per_step"] for p in rec.idle_per_rank],
-            "idle_steps_per_rank": [p["idle_steps"] for p in rec.idle_per_rank],
-            "step_ms_median": 1e3 * rec.step_median_s,
-            "steps": measured["steps"],
-            "batches_per_rank": measured["batches_per_rank"],
-            "bucketing_mode": measured.get("bucketing_mode"),
-            "loadavg_before": run.loadavg_before, "loadavg_after": run.loadavg_after}
 
 
 def idle_ms_of_rank(rec: RunRecord, i: int) -> float:
@@ -148,7 +119,7 @@ def idle_ms_of_rank(rec: RunRecord, i: int) -> float:
 def throughput_table(title: str, impl: str, recs: dict[str, list[Run]]) -> tuple[str, dict]:
     """One rank count's throughput table (markdown) and its figures per mode."""
     applies = "padding" if impl == "loop" else "model work"
-    wps0 = med(recs[PAD_MAX], words_per_s)
+    wps0 = med(recs[PAD_MAX], WORDS_PER_S)
     pr0, mw0 = med(recs[PAD_MAX], pad_ratio), med(recs[PAD_MAX], model_work_ratio)
     lines = [f"**{title}**\n",
              "|Batching|words/s (median)|Padding ratio|RNN work ratio|Model work ratio|"
@@ -157,7 +128,7 @@ def throughput_table(title: str, impl: str, recs: dict[str, list[Run]]) -> tuple
              "|:--|--:|--:|--:|--:|--:|--:|--:|--:|"]
     summary = {}
     for mode, rs in recs.items():
-        wps, pr, mw = med(rs, words_per_s), med(rs, pad_ratio), \
+        wps, pr, mw = med(rs, WORDS_PER_S), med(rs, pad_ratio), \
             med(rs, model_work_ratio)
         rr = med(rs, rnn_ratio)
         idle = med(rs, lambda r: 100 * r.idle_fraction)
@@ -199,7 +170,7 @@ def straggler_table(recs_by_impl: dict[str, dict[str, list[Run]]], base: list[st
             out_of = " / ".join(f"r{p['rank']}: {p['idle_steps']}" for p in last)
             batches = " / ".join(str(c) for c in rs[-1].rec.measure["batches_per_rank"])
             step = med(rs, lambda r: 1e3 * r.step_median_s)
-            wps = med(rs, words_per_s)
+            wps = med(rs, WORDS_PER_S)
             implied = work_imbalance([*base, f"model.rnn_impl={impl}", *MODES[mode][0]], np_)
             summary[f"{impl}: {mode}"] = {"idle_ms_per_step": idle, "idle_pct": frac,
                                           "implied_idle_pct": implied["idle_pct"],

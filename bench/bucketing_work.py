@@ -1,11 +1,13 @@
 """The work of length bucketing's batches, for bench_bucketing.py: per real token in a run's
 record (padding, the recurrence's slots, the model's multiply-adds), and the straggler cost the
 data alone implies, with every rank's batches of the epoch rebuilt in this process (no run, no
-timing, no machine noise).
+timing, no machine noise); and what the bench keeps of each run (its record's figures and the
+host's load around it).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -73,3 +75,30 @@ def work_imbalance(sets: list[str], np_: int) -> dict:
     w = np.array([[work(b) for b in st] for st in streams])
     return {"steps": int(w.shape[1]), "idle_pct": 100 * float(1 - w.mean(0).sum() / w.max(0).sum()),
             "steps_without_batch": [sum(b is None for b in st) for st in streams]}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One launch: its record and the host's load averages around it."""
+
+    rec: RunRecord
+    loadavg_before: list[float]
+    loadavg_after: list[float]
+
+
+def raw(run: Run) -> dict:
+    """What the JSON keeps of one run."""
+    rec = run.rec
+    measured = rec.measure
+    return {"words_per_s": rec.words_per_s, "window_s": rec.window_s,
+            "padding_ratio": pad_ratio(rec), "rnn_work_ratio": rnn_ratio(rec),
+            "model_work_ratio": model_work_ratio(rec),
+            "idle_pct": 100 * rec.idle_fraction,
+            "idle_ms_per_step": rec.idle_ms_per_step,
+            "idle_per_rank_ms": [p["idle_ms_per_step"] for p in rec.idle_per_rank],
+            "idle_steps_per_rank": [p["idle_steps"] for p in rec.idle_per_rank],
+            "step_ms_median": 1e3 * rec.step_median_s,
+            "steps": measured["steps"],
+            "batches_per_rank": measured["batches_per_rank"],
+            "bucketing_mode": measured.get("bucketing_mode"),
+            "loadavg_before": run.loadavg_before, "loadavg_after": run.loadavg_after}

@@ -6,7 +6,6 @@ import argparse
 import sys
 
 from hvdscale.commands import common
-from hvdscale.records.run import RunRecord
 
 NAME = "run"
 # Runs on every rank of a job: the caller (cli) ends the whole job on any error, so no rank
@@ -42,14 +41,11 @@ def handle(args: argparse.Namespace) -> int:
     finally:
         progress.close()  # the summary line (or the error) takes the live line's place
     if record is not None:  # rank 0: the run in one line
-        print(_one_line(record), flush=True)
+        k, fw = record.key, record.config["framework"]
+        print(f"hvdscale: {k['model']}/{fw}/{k['rnn_impl']}/{k['strategy']} "
+              f"ranks={record.ranks} words/s={record.words_per_s:.1f} "
+              f"step={record.step_median_s * 1e3:.1f}ms "
+              f"(+-{record.step_time['jitter'] * 1e3:.1f}) loss={record.final_loss:.4f}",
+              flush=True)
     return 0
 
-
-def _one_line(rec: RunRecord) -> str:
-    """The run's summary line: what ran, its words/s, step time and final loss."""
-    k, fw = rec.key, rec.config["framework"]
-    return (f"hvdscale: {k['model']}/{fw}/{k['rnn_impl']}/{k['strategy']} "
-            f"ranks={rec.ranks} words/s={rec.words_per_s:.1f} "
-            f"step={rec.step_median_s * 1e3:.1f}ms "
-            f"(+-{rec.step_time['jitter'] * 1e3:.1f}) loss={rec.final_loss:.4f}")
