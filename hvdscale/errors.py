@@ -11,3 +11,8 @@ class HvdscaleError(Exception):
 
 class ConfigError(HvdscaleError):
     """A config file or ``--set`` override is malformed, has an unknown key, or is out of range."""
+
+
+class RecordError(HvdscaleError):
+    """A record that does not hold what its kind declares (``hvdscale.records``): the message
+    names the file, the line and the field."""

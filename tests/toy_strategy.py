@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from hvdscale.corpora.corpus import Batch
+from hvdscale.registry import Hooks, StrategySpec, register
 from hvdscale.strategies.base import Adapter, Strategy
-from hvdscale.strategies.registry import Hooks, StrategySpec, register
 
 ALONE = "the toy strategy wants a launch of its own"
 REFUSES = "the toy strategy averages fp32 gradients only"

@@ -39,7 +39,7 @@ def handle(args: argparse.Namespace) -> int:
     """Check the options, run the doctor on this rank; rank 0 prints."""
     from hvdscale.doctor.run import DoctorArgs, doctor
     from hvdscale.errors import HvdscaleError
-    from hvdscale.strategies.registry import names
+    from hvdscale.registry import names
 
     if args.deadline is not None and args.deadline <= 0:
         raise HvdscaleError(f"--deadline must be > 0 seconds (got {args.deadline:g})")

@@ -13,7 +13,7 @@ from hvdscale.config.quality import UntilConfig
 from hvdscale.config.strategy import StrategyConfig
 from hvdscale.errors import ConfigError
 from hvdscale.registry import FRAMEWORKS
-from hvdscale.strategies.registry import get as get_strategy
+from hvdscale.registry import get as get_strategy
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 """The values of ``precision`` (docs/precision.md)."""

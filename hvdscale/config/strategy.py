@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from hvdscale.config.fields import check as _check
-from hvdscale.strategies.registry import names as strategy_names
+from hvdscale.registry import names as strategy_names
 
 OVERLAP_MODES = ("hooks", "after-backward")
 
@@ -229,7 +229,7 @@ class StrategyConfig:
     """How gradients are shared across ranks."""
 
     name: str = "horovod"
-    """A registered strategy (``hvdscale.strategies.registry``): ``horovod`` (allreduce), ``ps``
+    """A registered strategy (``hvdscale.registry``): ``horovod`` (allreduce), ``ps``
     (MPI parameter server), ``independent`` (no communication: the ideal case), ``ddp``
     (PyTorch's DistributedDataParallel, torch only), ``mwms`` (TensorFlow's
     MultiWorkerMirroredStrategy, tf only), or one a plugin registers."""

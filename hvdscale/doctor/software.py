@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from hvdscale.doctor.lines import FAIL, OK, WARN, Line, Plan
-from hvdscale.strategies.registry import find
+from hvdscale.registry import find
 
 NAMES = {"torch": "torch", "tf": "tensorflow"}
 # The key Horovod's metadata.json uses for each framework's version at build time.

@@ -35,7 +35,7 @@ class Framework(Protocol):
     ``hvdscale.strategies.make_strategy`` builds it for ``strategy.name=horovod``."""
 
     NATIVE_STRATEGY: str
-    """The framework's own data-parallel strategy's name in ``strategies.registry`` (``ddp`` for
+    """The framework's own data-parallel strategy's name in ``hvdscale.registry`` (``ddp`` for
     PyTorch, ``mwms`` for TensorFlow)."""
 
     def make_native_strategy(self, cfg: StrategyConfig, world: object) -> Strategy:

@@ -28,7 +28,7 @@ from typing import (
     get_origin,
 )
 
-from hvdscale.errors import HvdscaleError
+from hvdscale.errors import RecordError
 
 
 @dataclass(frozen=True)
@@ -38,10 +38,6 @@ class Doc:
     text: str
     unit: str = ""
     writer: str = ""
-
-
-class RecordError(HvdscaleError):
-    """A record that does not hold what its kind declares: the message names the field."""
 
 
 def doc_of(annotation: Any) -> tuple[Any, Doc | None]:

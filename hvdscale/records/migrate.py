@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from hvdscale.records.fields import RecordError
+from hvdscale.errors import RecordError
 
 SCHEMA_VERSION = 2
 

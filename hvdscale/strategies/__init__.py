@@ -1,8 +1,8 @@
 """Gradient-sharing strategies behind one interface (``base.Strategy``); which exist and what
-each is: ``registry``.
+each is: ``hvdscale.registry``; how a built-in is built: ``builtin``.
 
-Nothing is imported here: config reads ``hvdscale.strategies.registry`` while it loads, and a
-strategy's code (numpy, MPI, a framework) is imported only when a run builds it.
+Nothing is imported here: a strategy's code (numpy, MPI, a framework) is imported only when a
+run builds it.
 """
 
 from __future__ import annotations
@@ -28,9 +28,12 @@ def make_strategy(cfg: StrategyConfig, world: object,
     Horovod strategy class (its package's ``HorovodStrategy`` hook) as ``horovod``, and its own
     data-parallel strategy (``ddp``, ``mwms``: its ``make_native_strategy`` hook) as ``native``.
     """
-    from hvdscale.strategies.registry import Hooks, get
+    from hvdscale.registry import Hooks, get
+    from hvdscale.strategies.builtin import BUILDERS
 
-    return get(cfg.name).build(cfg, world, Hooks(horovod, native))
+    spec = get(cfg.name)
+    build = spec.build or BUILDERS[spec.name]  # a plugin brings its own; a built-in's is here
+    return build(cfg, world, Hooks(horovod, native))
 
 
 __all__ = ["make_strategy"]

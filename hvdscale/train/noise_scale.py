@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from hvdscale.corpora.corpus import Batch
-from hvdscale.strategies.registry import get as get_strategy
+from hvdscale.registry import get as get_strategy
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from hvdscale import registry
 from hvdscale.config import check_launch, load_config
 from hvdscale.core import rendezvous
 from hvdscale.errors import ConfigError
-from hvdscale.strategies import registry
 
 
 def test_defaults_are_ddps_own() -> None:

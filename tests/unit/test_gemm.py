@@ -139,7 +139,7 @@ def test_bf16_rows_are_timed_and_labelled(monkeypatch: pytest.MonkeyPatch) -> No
     spec = gemm.GemmSpec([8], [1, 2], repeats=1, warmup=0, min_time_s=0.001, peak_size=64,
                          precisions=("fp32", "bf16"))
     rec = gemm.run_gemm(["torch"], spec)
-    assert [(r["framework"], r["precision"], r["device"]) for r in rec["frameworks"]] == [
+    assert [(r["framework"], r["precision"], r["device"]) for r in rec.frameworks] == [
         ("torch", "fp32", "cpu"), ("torch", "bf16", "cpu")]
     assert "torch bf16, hidden 8" in gemm_report.markdown(rec)
     assert gemm.resolve_clock("auto", 1, "cuda") == "wall"

@@ -1,4 +1,4 @@
-"""The strategy registry (hvdscale.strategies.registry): the built-ins' table, one clear error
+"""The strategy registry (hvdscale.registry): the built-ins' table, one clear error
 for an unknown name, ``register`` and plugins; and every reader of a strategy's traits reads
 them from there: a strategy registered here alone (``tiny``) is accepted, refused, grouped,
 ordered, fitted and built as its entry says."""
@@ -9,9 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from hvdscale import registry
 from hvdscale.config import RunConfig, check_launch, load_config
 from hvdscale.errors import ConfigError, HvdscaleError
-from hvdscale.strategies import make_strategy, registry
+from hvdscale.strategies import make_strategy
 from hvdscale.study.predict.families import family_names, overlaps
 from hvdscale.study.report.decompose import sends_nothing
 from hvdscale.study.report.points import Experiment
@@ -19,6 +20,7 @@ from hvdscale.study.report.tables import _series_order
 from hvdscale.study.sweep.groups import alone_reason
 from hvdscale.study.sweep.plan import Point, parse_strategies
 from hvdscale.train.noise_scale import why_not
+from tests.records_fixture import run_record
 
 BUILT = ("horovod", "independent", "ps", "ddp", "mwms")
 
@@ -93,8 +95,9 @@ def test_the_sweep_report_predict_and_runner_read_the_registry(
     assert parse_strategies("tiny,ps") == ["tiny", "ps"]
     assert alone_reason(Point(0, "tiny", 2, _cfg()), per_point=False) == "tiny runs alone"
     assert family_names("tiny") == ("contention",) and overlaps("tiny")
-    assert sends_nothing({"config": {"strategy": {"name": "tiny"}}})
-    assert not sends_nothing({"config": {"strategy": {"name": "unheard-of"}}})
+    assert sends_nothing(run_record("strategy.name=tiny", "model.rnn_impl=loop"))
+    assert not sends_nothing(run_record(config={**run_record().config,
+                                                "strategy": {"name": "unheard-of"}}))
     assert why_not("tiny", 2, True) == "strategy tiny trains no shared model (replicas share " \
                                         "no weights)"
     exp = Experiment("e", {}, ["n"], {f"tf / loop / {s}": [] for s in ("ps", "zz", "tiny")})

@@ -18,7 +18,7 @@ from functools import lru_cache
 import numpy as np
 
 from hvdscale.errors import HvdscaleError
-from hvdscale.strategies.registry import ALLREDUCE_FAMILIES, find, names
+from hvdscale.registry import ALLREDUCE_FAMILIES, find, names
 
 
 @lru_cache(maxsize=256)
@@ -92,7 +92,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
 
 SEED_TABLES: dict[str, tuple[str, ...]] = {"nccl": ALLREDUCE_FAMILIES}
 """Families of the seed tables' names that are no strategy (their NCCL all-reduce); a
-strategy's own are in its registry entry (``hvdscale.strategies.registry``)."""
+strategy's own are in its registry entry (``hvdscale.registry``)."""
 
 
 def family_names(strategy: str) -> tuple[str, ...]:

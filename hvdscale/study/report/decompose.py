@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hvdscale.records.run import RunRecord
-from hvdscale.strategies.registry import find
+from hvdscale.registry import find
 
 CAUSES = ("compute_slowdown", "exposed_comm", "straggler_idle")
 """The parts of a loss that a measured time explains (never negative)."""

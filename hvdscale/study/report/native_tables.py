@@ -5,7 +5,7 @@ own table), paired by round where the points share rounds (``noise.ratio_cell``)
 
 from __future__ import annotations
 
-from hvdscale.strategies.registry import native_for
+from hvdscale.registry import native_for
 from hvdscale.study.paired.recommend import compare
 from hvdscale.study.report.noise import ONE_ROUND, one_round, paired, ratio_cell, wps_cell
 from hvdscale.study.report.points import Point

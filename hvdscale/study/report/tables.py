@@ -19,7 +19,7 @@ from hvdscale.records.experiment import experiment_id, series_label
 from hvdscale.records.failed import FailedRecord
 from hvdscale.records.fields import Record
 from hvdscale.records.run import RunRecord
-from hvdscale.strategies.registry import order_key
+from hvdscale.registry import order_key
 from hvdscale.study.report.native_tables import horovod_vs_native
 from hvdscale.study.report.noise import (
     busy_line,

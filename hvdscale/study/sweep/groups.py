@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hvdscale.strategies.registry import get as get_strategy
+from hvdscale.registry import get as get_strategy
 from hvdscale.study.sweep.plan import Point
 
 HOROVOD_FIXED = ("Horovod 0.28's parameter manager crashes when Horovod starts again in one "

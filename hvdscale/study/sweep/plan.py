@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from hvdscale import registry as strategies
 from hvdscale.config import RunConfig, check_launch, load_config, to_dict
 from hvdscale.config.model import SCALE_LR_RULES
 from hvdscale.corpora import corpus
@@ -22,7 +23,6 @@ from hvdscale.records.fields import Record
 from hvdscale.records.run import RunRecord
 from hvdscale.records.store import check_writable
 from hvdscale.registry import FRAMEWORKS
-from hvdscale.strategies import registry as strategies
 from hvdscale.study.paired.rounds import ROUND_SUFFIX, by_round
 from hvdscale.study.sweep.hostfile import Hostfile
 from hvdscale.study.sweep.launcher import check_launcher, place_ranks, split_launcher_args
