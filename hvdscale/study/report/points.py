@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +79,13 @@ class Point:
     """That target."""
     ci_missed: int = 0
     """Runs that stopped (at ``measure.max_seconds``) before their interval met the target."""
+    records: list[RunRecord] = field(default_factory=list)
+    """The point's runs' records, oldest first: a column shows any of their fields through
+    ``median`` without a field of its own here."""
+
+    def median(self, get: Callable[[RunRecord], float | None]) -> float | None:
+        """The median of ``get(record)`` over the point's runs (None where no run says)."""
+        return _median_of(self.records, get)
 
 
 @dataclass
@@ -93,7 +100,7 @@ class Experiment:
     differs: dict[str, Any] = field(default_factory=dict)
 
 
-def _median_of(recs: list[RunRecord], get: Any) -> float | None:
+def _median_of(recs: list[RunRecord], get: Callable[[RunRecord], Any]) -> float | None:
     """Median of ``get(rec)`` over the records where it is known."""
     vals = []
     for r in recs:
@@ -163,7 +170,7 @@ def _point(label: str, ranks: int, recs: list[RunRecord]) -> Point:
         # A record without idle figures leaves the cell empty (KeyError), not 0.
         idle_ms_per_step=_median_of(recs, lambda r: r.idle["idle_ms_per_step"]),
         idle_pct=_median_of(recs, lambda r: 100 * r.idle["idle_fraction"]),
-        idle_per_rank=idle_ms, out_of_batches=out_of)
+        idle_per_rank=idle_ms, out_of_batches=out_of, records=list(recs))
     return _noise(point, recs)
 
 
