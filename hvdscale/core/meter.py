@@ -55,6 +55,8 @@ class StepMeter:
     batches: int = 0
     window_start: float = 0.0
     window_end: float = 0.0
+    cpu_start: float = 0.0  # this process's CPU seconds (all its threads) at the window's ends
+    cpu_end: float = 0.0
     _t: float = 0.0
 
     def start_step(self) -> None:
@@ -83,9 +85,11 @@ class StepMeter:
 
     def open_window(self) -> None:
         self.window_start = time.perf_counter()
+        self.cpu_start = time.process_time()
 
     def close_window(self) -> None:
         self.window_end = time.perf_counter()
+        self.cpu_end = time.process_time()
 
     @property
     def window_s(self) -> float:
@@ -98,7 +102,7 @@ class StepMeter:
                 "loss_sum": self.loss_sum, "window_s": self.window_s,
                 "step_times": self.step_times, "warmup_times": self.warmup_times,
                 "compute_times": self.compute_times, "idle_steps": self.idle_steps,
-                "batches": self.batches}
+                "batches": self.batches, "cpu_s": self.cpu_end - self.cpu_start}
 
 
 def idle_times(ranks: list[dict], synchronous: bool = True) -> dict:
@@ -176,4 +180,8 @@ def summarize(ranks: list[dict], compute_ranks: list[int], synchronous: bool = T
                               if len(c)] if job_steps.size >= 10 else [],
         "warmup_time_s": max(sum(r["warmup_times"]) for r in ranks),
         "mean_loss": sum(r["loss_sum"] for r in comp) / loss_tokens if loss_tokens else None,
+        # Cores a computing rank kept busy: below its compute threads, it waited (blocking
+        # communication, a slower rank); above, MPI progress or Horovod's thread spun too.
+        "cpu_busy": (sum(r["cpu_s"] / r["window_s"] for r in comp) / len(comp)
+                     if comp and all(r["window_s"] > 0 for r in comp) else None),
     }

@@ -96,6 +96,9 @@ class RunRecord(Record):
                                                   "window (empty under 10 steps)", "s", METER)]
     warmup_time_s: Annotated[float, Doc("the slowest rank's warm-up", "s", METER)]
     mean_loss: Annotated[float | None, Doc("loss per token over the window", writer=METER)]
+    cpu_busy: Annotated[float | None, Doc("cores a computing rank kept busy over the window: "
+                                          "its process's CPU seconds per second, mean over "
+                                          "ranks", "cores", METER)] = None
     host_cores: Annotated[int | None, Doc("the host's cores, beside its load", writer=RECORD)
                           ] = None
     precision: Annotated[dict[str, Any] | None, Doc("dtypes computed in and the wire dtype",

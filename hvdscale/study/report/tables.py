@@ -180,18 +180,20 @@ def padding_and_idle(strategies: dict[str, list[Point]], order: list[str]) -> st
            "i.e. 1.0, for the fused kernel's packed sequences). Idle: time a rank waits at a "
            "step for a slower rank's compute (a step "
            "with no batch left waits the slowest rank's whole compute; independent replicas "
-           "only wait at the end of the window); mean over ranks.\n",
+           "only wait at the end of the window); mean over ranks. CPU busy: the cores a rank "
+           "kept busy (below its compute threads: it waited; above: MPI or Horovod spun).\n",
            "|Strategy|Ranks|Real tokens|Token slots|Padding (%)|Unbucketed padding (%)|"
            "Padded-to-max padding (%)|RNN work ratio|Idle per step (ms)|Idle (% of time)|"
-           "Idle per rank (ms/step)|Out of batches (steps)|",
-           "|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|"]
+           "Idle per rank (ms/step)|Out of batches (steps)|CPU busy (cores per rank)|",
+           "|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|"]
     for p in rows:
         out.append(f"|{p.strategy}{mark(p)}|{p.ranks}|{_fmt(p.real_tokens, '.0f')}|"
                    f"{_fmt(p.token_slots, '.0f')}|{_fmt(p.padded_pct, '.1f')}|"
                    f"{_fmt(p.unbucketed_padded_pct, '.1f')}|{_fmt(p.pad_to_max_padded_pct, '.1f')}|"
                    f"{_fmt(p.work_ratio, '.2f')}|"
                    f"{_fmt(p.idle_ms_per_step, '.2f')}|{_fmt(p.idle_pct, '.1f')}|"
-                   f"{p.idle_per_rank}|{p.out_of_batches}|")
+                   f"{p.idle_per_rank}|{p.out_of_batches}|"
+                   f"{_fmt(p.median(lambda r: r.cpu_busy), '.2f')}|")
     return "\n".join(out) + "\n\n"
 
 
