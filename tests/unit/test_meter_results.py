@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,24 @@ def test_warmup_excluded_and_words_summed_over_ranks() -> None:
     assert s["words"] == 3 * 100 + 3 * 101
     assert s["words_per_s"] == pytest.approx(603 / 3.0)  # longest window, never rank 0 x N
     assert s["padded_fraction"] == pytest.approx(1 - 603 / 900)
+
+
+def test_cpu_busy_is_the_cores_each_computing_rank_kept_busy(tmp_path: Path) -> None:
+    m = StepMeter(warmup_steps=0)
+    m.open_window()
+    spin = 0
+    while m.cpu_start + 0.05 > time.process_time():  # 50 ms of this thread's CPU
+        spin += 1
+    m.close_window()
+    assert m.rank_summary()["cpu_s"] >= 0.05
+    ranks = [{**m.rank_summary(), "rank": 0, "cpu_s": 1.0, "window_s": 2.0},
+             {**m.rank_summary(), "rank": 1, "cpu_s": 3.0, "window_s": 2.0},
+             {**m.rank_summary(), "rank": 2, "cpu_s": 9.0, "window_s": 2.0}]  # a server
+    assert summarize(ranks, [0, 1])["cpu_busy"] == pytest.approx((0.5 + 1.5) / 2)
+    append_record(tmp_path, run_record(cpu_busy=0.75))
+    write_report(tmp_path, tmp_path / "report")
+    assert "|CPU busy (cores per rank)|" in (tmp_path / "report" / "report.md").read_text()
+    assert "|0.75|" in (tmp_path / "report" / "report.md").read_text()
 
 
 def _named(name: str, pad: int = 0) -> RunRecord:
