@@ -32,6 +32,7 @@ from simulated import testbed
 
 from hvdscale.core.threads import single_host_launch_env
 from hvdscale.records.provenance import mpi_library, mpi_transports
+from hvdscale.records.startup_bench import StartupBenchRecord
 from hvdscale.study.sweep.launcher import launch_env, launch_line, read_out
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -190,7 +191,9 @@ def main() -> None:
     if args.render:
         print(render(json.loads(Path(args.render).read_text())), end="")
         return
-    out = emit(measure(args), args.json)
+    # Built as the typed record, so a field measure() set wrongly stops here, not in a reader.
+    out = emit(StartupBenchRecord.from_dict(measure(args), where="the start-up bench's result"
+                                            ).to_dict(), args.json)
     print(render(out), end="")
 
 

@@ -123,7 +123,7 @@ def check(value: Any, annotation: Any, where: str) -> None:
     if is_section(tp):
         return _check_section(value, tp, where)
     if origin is list:
-        if not isinstance(value, list):
+        if not isinstance(value, list | tuple):  # a writer's tuple is a JSON list
             raise RecordError(f"{where} should be a list, got {type(value).__name__}")
         (item,) = get_args(tp) or (Any,)
         for i, v in enumerate(value):

@@ -86,7 +86,7 @@ def _rank(rank: int) -> dict:
     return {"rank": rank, "words": 100, "window_s": 1.0, "step_times": [0.1] * 10,
             "compute_times": [0.08] * 10, "warmup_times": [0.2], "sentences": 4,
             "loss_tokens": 90, "loss_sum": 180.0, "padded_tokens": 120, "batches": 10,
-            "idle_steps": 0}
+            "idle_steps": 0, "cpu_s": 0.5}
 
 
 def test_the_meter_writes_only_the_fields_declared_for_it() -> None:

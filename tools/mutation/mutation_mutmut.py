@@ -23,6 +23,8 @@ from mutation_recheck import FACTOR, cached_baseline, measure_baseline, recheck
 from mutation_runner import kill_session
 from mutation_targets import Target
 
+from hvdscale.records.mutation import MutationRecord
+
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = "mutmut==2.5.1"
 TRIES = 3  # mutmut runs a target at most this often when it stops on an error of its own
@@ -214,11 +216,13 @@ def collect(target: Target, copy: Path, run: dict[str, Any]) -> dict[str, Any]:
             survivors.append({"line": m["line"], "status": m["status"], "before": old,
                               "after": new, "equivalent": why})
     untested = [m["line"] for m in mutants if m["status"] in ("skipped", "untested")]
-    return {**asdict(target), "tool": TOOL, "runner": _runner(target), **run,
-            "mutants": len(mutants), "killed": count["ok_killed"],
-            "survived": count["bad_survived"], "timed_out": count["bad_timeout"],
-            "suspicious": count["ok_suspicious"], "untested": len(untested),
-            "untested_lines": untested, "survivors": survivors}
+    rec = MutationRecord.from_dict({
+        **asdict(target), "tool": TOOL, "runner": _runner(target), **run,
+        "mutants": len(mutants), "killed": count["ok_killed"],
+        "survived": count["bad_survived"], "timed_out": count["bad_timeout"],
+        "suspicious": count["ok_suspicious"], "untested": len(untested),
+        "untested_lines": untested, "survivors": survivors}, where=f"module {target.name}")
+    return rec.to_dict()
 
 
 
