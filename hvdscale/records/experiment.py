@@ -109,7 +109,8 @@ def identity(config: Mapping[str, Any]) -> dict[str, Any]:
             if name in horovod:
                 horovod[name] = bool(horovod[name])
     strategy = c.get("strategy") or {}
-    for section in ("horovod", "ps", "ddp", "mwms"):
+    # Every section of strategy (one per strategy that has settings) but the one in use.
+    for section in [k for k, v in strategy.items() if isinstance(v, dict)]:
         if strategy.get("name") != section:
             strategy.pop(section, None)
     ps = strategy.get("ps")
