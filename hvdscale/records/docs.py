@@ -97,7 +97,8 @@ the fields below) and `hvdscale.records.rows(records)` (one flat row per record,
 sections as dotted names, for `pandas.DataFrame`). From other languages, validate with
 [records.schema.json](records.schema.json) (JSON Schema 2020-12; an installed hvdscale prints
 it: `python -m hvdscale.records.docs --schema`). A file of an older version
-reads through `hvdscale/records/migrate.py`; a newer one is refused.
+reads through `hvdscale/records/migrate.py`; a newer one is refused, and so is a field no kind
+here declares (a file from a newer hvdscale, or a typo): the message names it.
 
 """
 
