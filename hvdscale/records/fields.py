@@ -77,12 +77,15 @@ def _name(tp: Any) -> str:
 
 
 def _check_union(value: Any, options: tuple, where: str) -> None:
+    errors = []
     for opt in options:
         try:
             check(value, opt, where)
             return
-        except RecordError:
-            continue
+        except RecordError as e:
+            errors.append(e)
+    if value is not None and len(options) == 2 and type(None) in options:
+        raise errors[options.index(next(o for o in options if o is not type(None)))]
     names = " or ".join(_name(o) for o in options)
     raise RecordError(f"{where} should be {names}, got {type(value).__name__} {value!r:.60}")
 
@@ -190,12 +193,17 @@ class Record:
         return cls(**{k: v for k, v in data.items() if k in types_})
 
     def to_dict(self) -> dict[str, Any]:
-        """The record as the JSON object a file holds: its version and kind, then its fields."""
+        """The record as the JSON object a file holds: its version and kind, then its fields
+        (an optional one only when set)."""
         from hvdscale.records.migrate import SCHEMA_VERSION
 
         out: dict[str, Any] = {"schema": SCHEMA_VERSION, "kind": self.kind}
         for f in dataclasses.fields(self):  # type: ignore[arg-type]
-            out[f.name] = getattr(self, f.name)
+            value = getattr(self, f.name)
+            # An optional field left unset stays out of the file: absent means "not measured".
+            if value is None and f.default is None:
+                continue
+            out[f.name] = value
         return out
 
     @classmethod

@@ -137,7 +137,7 @@ class Interval(TypedDict):
     target_rel_ci: Annotated[float, Doc("the target: relative 95% half-width")]
     block_steps: Annotated[int, Doc("steps per block")]
     max_seconds: Annotated[float, Doc("the measuring time limit", "s")]
-    blocks: Annotated[int, Doc("blocks measured")]
+    blocks: Annotated[list[dict[str, Any]], Doc("each block measured: its words and seconds")]
     words_per_s: Annotated[float, Doc("ratio estimate over the blocks", "words/s")]
     ci95: Annotated[float | None, Doc("95% half-width", "words/s")]
     rel_ci95: Annotated[float | None, Doc("ci95 / words_per_s")]

@@ -62,12 +62,12 @@ def test_profile_bad_steps_is_one_clear_error(tmp_path: Path) -> None:
 def test_profile_counts_more_ops_for_loop_than_fused_torch(kind: str) -> None:
     rec = profile.run_profile("configs/demo.yaml",
                               [f"model.kind={kind}", *(f"{o}" for o in TINY_MODEL)], steps=1)
-    f, lp = rec["impls"]["fused"], rec["impls"]["loop"]
-    assert rec["kind"] == "profile" and rec["framework"] == "torch"
+    f, lp = rec.impls["fused"], rec.impls["loop"]
+    assert rec.kind == "profile" and rec.framework == "torch"
     assert lp["ops"] > f["ops"] > 0
-    assert rec["ratio_loop_fused"]["ops"] == pytest.approx(lp["ops"] / f["ops"])
+    assert rec.ratio_loop_fused["ops"] == pytest.approx(lp["ops"] / f["ops"])
     # The compiled loop (issue 41): fewer operators than the eager loop, compiled apart.
-    comp = rec["impls"]["compiled"]
+    comp = rec.impls["compiled"]
     assert 0 < comp["ops"] < lp["ops"] and comp["compile"]["compile_s"] > 0
     # The loop's extra operators are the RNN's, run in Python step by step.
     assert lp["ops_by_part"]["rnn"] > f["ops_by_part"]["rnn"] > 0
@@ -101,14 +101,14 @@ def test_profile_counts_more_graph_ops_and_kernels_for_loop_than_fused_tf() -> N
     # The one-layer lm traces fastest; the nmt has the same structure per stack.
     rec = profile.run_profile("configs/demo.yaml", ["framework=tf", "model.kind=lm", *TINY_MODEL],
                               steps=1)
-    f, lp = rec["impls"]["fused"], rec["impls"]["loop"]
-    assert rec["framework"] == "tf"
+    f, lp = rec.impls["fused"], rec.impls["loop"]
+    assert rec.framework == "tf"
     assert lp["graph_ops"] > f["graph_ops"] > 0
     # The loop's per-step cell math lives in while-loop bodies; the fused op has none.
     assert lp["graph_ops_in_loops"] > 0 == f["graph_ops_in_loops"]
     assert lp["kernels"] > f["kernels"] > 0
     assert lp["kernels_by_part"]["rnn"] > f["kernels_by_part"]["rnn"] > 0
     assert f["kernels_by_part"]["softmax"] > 0  # the projection's name scope
-    assert rec["ratio_loop_fused"]["graph_ops"] == pytest.approx(
+    assert rec.ratio_loop_fused["graph_ops"] == pytest.approx(
         lp["graph_ops"] / f["graph_ops"])
     assert "graph ops of the traced train step" in profile.markdown(rec)

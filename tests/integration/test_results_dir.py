@@ -11,6 +11,7 @@ import pytest
 
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.store import append_record, check_writable
+from tests.records_fixture import run_record
 from tests.tmpfs import mounted_tmpfs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,13 +26,13 @@ def tiny_fs(tmp_path: Path):
 
 
 def test_nearly_full_disk_is_detected_and_earlier_records_survive(tiny_fs: Path) -> None:
-    append_record(tiny_fs, {"earlier": 1})
+    append_record(tiny_fs, run_record(name="earlier"))
     before = (tiny_fs / "results.jsonl").read_text()
     with pytest.raises(HvdscaleError, match="bytes free"):
         check_writable(tiny_fs)
     # A write that cannot fit fails without touching the old file.
     with pytest.raises(OSError):
-        append_record(tiny_fs, {"huge": "x" * 400_000})
+        append_record(tiny_fs, run_record(name="x" * 400_000))
     assert (tiny_fs / "results.jsonl").read_text() == before
     assert [p.name for p in tiny_fs.iterdir() if p.name.endswith(".tmp")] == []
 
