@@ -31,9 +31,9 @@ def check_probe_leaves_training_alone(framework: str, strategy: str, world: Any,
     off = _run(world, framework, strategy, False, extra)
     if world.rank != 0:
         return
-    assert on["status"] == "ok" and off["status"] == "ok"
-    assert on["fingerprints"] == off["fingerprints"], (on["fingerprints"], off["fingerprints"])
-    ns, ns_off = on["quality"]["noise_scale"], off["quality"]["noise_scale"]
+    assert on.status == "ok" and off.status == "ok"
+    assert on.fingerprints == off.fingerprints, (on.fingerprints, off.fingerprints)
+    ns, ns_off = on.quality["noise_scale"], off.quality["noise_scale"]
     assert ns_off["b_simple_tokens"] is None and "off" in ns_off["why"]
     assert len(ns["per_point"]) == 3  # steps 2, 4, 6
     ranks = contributing if contributing is not None else world.size

@@ -44,7 +44,7 @@ def test_sqrt_adam_sets_the_optimizers_rate_betas_and_eps(hvd, comm_world, monke
     assert group["betas"] == pytest.approx((1 - k * 0.1, 1 - k * 0.01), rel=1e-12)
     assert group["eps"] == pytest.approx(1e-6 / math.sqrt(k), rel=1e-12)
     if comm_world.rank == 0:
-        assert rec["status"] == "ok"
+        assert rec.status == "ok"
 
 
 def test_legw_warms_the_optimizer_up_to_the_scaled_rate(hvd, comm_world, monkeypatch) -> None:

@@ -36,8 +36,8 @@ def test_a_ddp_run_records_its_settings_and_never_starts_horovod(comm_world) -> 
     assert loaded == [[]] * comm_world.size, f"Horovod imported in a DDP run: {loaded}"
     if comm_world.rank != 0:
         return
-    assert rec is not None and rec["status"] == "ok"
-    info = rec["strategy"]
+    assert rec is not None and rec.status == "ok"
+    info = rec.strategy
     assert info["name"] == "ddp" and info["backend"] == "gloo"
     assert info["bucket_cap_mb"] == 0.5 and info["comm_hook"] == "fp16"
     # The hook DDP itself registered (its own logging data), not the setting copied back.
@@ -45,8 +45,8 @@ def test_a_ddp_run_records_its_settings_and_never_starts_horovod(comm_world) -> 
     # As torch made it: a bucket_cap_mb given caps the first bucket too (1 MiB only if unset).
     assert info["first_bucket_mb"] == 0.5
     assert info["rendezvous"]["source"] == "agreed"
-    assert rec["config"]["strategy"]["ddp"]["comm_hook"] == "fp16"
-    assert rec["horovod_used"] is None
+    assert rec.config["strategy"]["ddp"]["comm_hook"] == "fp16"
+    assert rec.horovod_used is None
 
 
 @pytest.mark.parametrize("idle", ["zero", "join"])
@@ -56,13 +56,13 @@ def test_an_epoch_run_with_idle_ranks_finishes(idle, comm_world) -> None:
                "data.synthetic.sentences_per_rank=40", f"strategy.ddp.idle={idle}")
     if comm_world.rank == 0:
         assert rec is not None
-        assert rec["strategy"]["join"]["used"] == (idle == "join")
+        assert rec.strategy["join"]["used"] == (idle == "join")
         # A rank really ran out of batches and stepped idle (else nothing idle was tested).
-        assert len(set(rec["measure"]["batches_per_rank"])) > 1, rec["measure"]
-        assert rec["idle"]["ranks_out_of_batches"], rec["idle"]
+        assert len(set(rec.measure["batches_per_rank"])) > 1, rec.measure
+        assert rec.idle["ranks_out_of_batches"], rec.idle
         # Every rank's replica ends the same (join: DDP copies the last rank's parameters).
-        prints = {(round(f["sum"], 6), round(f["l2"], 6)) for f in rec["fingerprints"]}
-        assert len(prints) == 1, rec["fingerprints"]
+        prints = {(round(f["sum"], 6), round(f["l2"], 6)) for f in rec.fingerprints}
+        assert len(prints) == 1, rec.fingerprints
 
 
 def test_noise_probe_leaves_ddp_training_alone(comm_world) -> None:

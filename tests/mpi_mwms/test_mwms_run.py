@@ -29,11 +29,11 @@ def test_mwms_run_records_and_never_loads_torch_or_horovod(comm_world) -> None:
         "data.synthetic.sentences_per_rank=64"])
     record = run(cfg, out)
     if comm_world.rank == 0:
-        assert record is not None and record["status"] == "ok"
-        assert record["strategy"]["name"] == "mwms"
-        assert record["strategy"]["replicas_in_sync"] == comm_world.size
-        assert len(record["strategy"]["workers"]) == comm_world.size
-        assert record["launcher_backend"] == "mpi"
+        assert record is not None and record.status == "ok"
+        assert record.strategy["name"] == "mwms"
+        assert record.strategy["replicas_in_sync"] == comm_world.size
+        assert len(record.strategy["workers"]) == comm_world.size
+        assert record.launcher_backend == "mpi"
     # Checked on every rank: MWMS is TensorFlow's own; neither torch nor Horovod is touched.
     assert _loaded("torch") == []
     assert _loaded("horovod") == []
@@ -89,7 +89,7 @@ def test_noise_probe_under_mwms(comm_world) -> None:
                            else None)
     rec = run(load_config(None, [*TINY_LM, "framework=tf", "strategy.name=mwms"]), out)
     if comm_world.rank == 0:
-        ns = rec["quality"]["noise_scale"]
+        ns = rec.quality["noise_scale"]
         assert [p["ranks"] for p in ns["per_point"]] == [comm_world.size] * 3, ns
         assert ns["points"] == 3 and ns["probe_s"] > 0
-        assert len({(f["sum"], f["l2"]) for f in rec["fingerprints"]}) == 1
+        assert len({(f["sum"], f["l2"]) for f in rec.fingerprints}) == 1
