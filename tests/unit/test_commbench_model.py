@@ -111,7 +111,8 @@ def test_summary_holds_per_rank_times_and_breakdown_sums_exactly() -> None:
     def rank(r: int, steps: list[float], compute: list[float], words: int, window: float) -> dict:
         return {"rank": r, "words": words, "loss_tokens": 0, "padded_tokens": words,
                 "sentences": 1, "loss_sum": 0.0, "window_s": window, "step_times": steps,
-                "warmup_times": [], "compute_times": compute, "idle_steps": 0, "batches": 2}
+                "warmup_times": [], "compute_times": compute, "idle_steps": 0, "batches": 2,
+                "cpu_s": window}
 
     one = summarize([rank(0, [1.0, 1.0], [0.8, 0.8], 200, 2.0)], [0])
     assert one["rank_times"] == [{"rank": 0, "words": 200, "window_s": 2.0, "steps": 2,
