@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 import types
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
@@ -63,9 +64,9 @@ def json_type(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _object_schema(fields: dict[str, Any], required: list[str], defs: dict[str, Any],
+def _object_schema(fields: dict[str, Any], required: Sequence[str], defs: dict[str, Any],
                    open_: bool) -> dict[str, Any]:
-    return {"type": "object", "required": required, "additionalProperties": open_,
+    return {"type": "object", "required": list(required), "additionalProperties": open_,
             "properties": {k: json_type(v, defs) for k, v in fields.items()}}
 
 
@@ -103,7 +104,7 @@ here declares (a file from a newer hvdscale, or a typo): the message names it.
 """
 
 
-def _rows(fields: dict[str, Any], required: list[str]) -> list[str]:
+def _rows(fields: dict[str, Any], required: Sequence[str]) -> list[str]:
     out = ["| field | type | unit | required | meaning | written by |",
            "|---|---|---|---|---|---|"]
     for name, ann in fields.items():

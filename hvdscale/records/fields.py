@@ -12,6 +12,7 @@ writers (the ``loadavg`` that the meter once silently overwrote).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Mapping
@@ -50,6 +51,7 @@ def doc_of(annotation: Any) -> tuple[Any, Doc | None]:
     return annotation, None
 
 
+@functools.cache  # resolving annotations is the slow part of reading a record; types are fixed
 def hints(cls: type) -> dict[str, Any]:
     """The resolved annotations of a record or section type, with their ``Annotated`` docs."""
     return typing.get_type_hints(cls, include_extras=True)
@@ -60,16 +62,13 @@ def is_section(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, dict) and hasattr(tp, "__required_keys__")
 
 
-def required_keys(tp: type) -> list[str]:
+@functools.cache
+def required_keys(tp: type) -> tuple[str, ...]:
     """A section's keys a file must hold (``NotRequired`` and a ``total=False`` class's keys
     are optional; worked out from the hints, which postponed annotations keep intact)."""
     total = getattr(tp, "__total__", True)
-    out = []
-    for k, h in hints(tp).items():
-        origin = get_origin(h)
-        if origin is Required or (total and origin is not NotRequired):
-            out.append(k)
-    return out
+    return tuple(k for k, h in hints(tp).items()
+                 if get_origin(h) is Required or (total and get_origin(h) is not NotRequired))
 
 
 def _name(tp: Any) -> str:

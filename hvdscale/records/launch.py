@@ -13,6 +13,9 @@ from typing import Annotated, ClassVar, NotRequired, TypedDict
 
 from hvdscale.records.fields import Doc, Record
 
+TIMING_FILE = "sweep_timing.jsonl"
+"""A sweep's file of LaunchCost lines, beside its results.jsonl."""
+
 POINTS = "train/points.py"
 OVERHEAD = "study/sweep/overhead.py"
 

@@ -44,8 +44,3 @@ class MutationRecord(Record):
     tool_restarts: Annotated[list[Any] | None, Doc("the tool's restarts", writer=W)] = None
     test_timeout_s: Annotated[float | None, Doc("the per-mutant test limit", "s", W)] = None
     untested_lines: Annotated[list[Any] | None, Doc("lines no test reached", writer=W)] = None
-
-    @property
-    def kill_rate(self) -> float | None:
-        """Raw kill rate: killed / mutants (None without mutants)."""
-        return self.killed / self.mutants if self.mutants else None

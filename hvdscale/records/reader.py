@@ -21,9 +21,8 @@ from typing import Any
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.fields import Record
 from hvdscale.records.kinds import typed
-from hvdscale.records.store import RESULTS_FILE, load_records
-
-TIMING_FILE = "sweep_timing.jsonl"
+from hvdscale.records.launch import TIMING_FILE
+from hvdscale.records.store import load_records
 
 
 def read(path: str | Path) -> list[Record]:
@@ -37,7 +36,7 @@ def read(path: str | Path) -> list[Record]:
     if not p.exists():
         raise HvdscaleError(f"no records at {p}")
     if p.is_dir():
-        found = [rec for _, rec in load_records(p)] if any(p.rglob(RESULTS_FILE)) else []
+        found = [rec for _, rec in load_records(p)]  # [] where the folder holds no results
         for f in sorted(p.rglob(TIMING_FILE)):
             found += _timing(f)
         return found

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hvdscale.records.fields import Record
+from hvdscale.records.launch import TIMING_FILE
 from hvdscale.records.run import RunRecord
 from hvdscale.records.startup import LABELS, Startup
-from hvdscale.study.sweep.overhead import TIMING_FILE
 
 _SHORT = {"imports": "imports", "mpi": "MPI", "horovod": "Horovod", "side_channel": "side ch.",
           "process_group": "strategy", "data": "data", "model": "model",

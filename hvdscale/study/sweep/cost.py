@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hvdscale.records.fields import Record
-from hvdscale.records.launch import LaunchCost
+from hvdscale.records.launch import TIMING_FILE, LaunchCost
 from hvdscale.records.run import RunRecord
-from hvdscale.study.sweep.overhead import TIMING_FILE
 
 LAUNCH_PHASES = ("imports", "mpi")
 """The start-up phases a launch pays once, whatever number of points it runs."""

@@ -21,11 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.records.fields import Record
-from hvdscale.records.launch import LaunchCost
+from hvdscale.records.launch import TIMING_FILE, LaunchCost
 from hvdscale.records.run import RunRecord
 from hvdscale.study.paired.rounds import round_of
-
-TIMING_FILE = "sweep_timing.jsonl"
 
 
 @dataclass
