@@ -12,7 +12,8 @@ framework provides every hook):
    module-level hooks of ``hvdscale.frameworks.base.Framework`` in the package's ``__init__``,
    a ``gemm`` module (``backend(threads)``: the RNN GEMMs for ``hvdscale gemm``), a
    ``profile`` module (``profile_steps``: op and kernel counts for ``hvdscale profile``) and
-   the framework's own data parallelism (``NATIVE_STRATEGY``, ``make_native_strategy``);
+   the framework's own data parallelism (``make_native_strategy``; its traits in
+   ``hvdscale.registry``);
 2. ``hvdscale/models/<name>/`` (the top-level ``models/`` links there): the seq2seq and LM
    models with the shared parameter order;
 3. one entry in ``hvdscale.registry.LIBRARIES`` (its name and the library it imports).

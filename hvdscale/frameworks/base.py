@@ -34,13 +34,10 @@ class Framework(Protocol):
     """The Horovod strategy class, built on the framework's own Horovod integration;
     ``hvdscale.strategies.make_strategy`` builds it for ``strategy.name=horovod``."""
 
-    NATIVE_STRATEGY: str
-    """The framework's own data-parallel strategy's name in ``hvdscale.registry`` (``ddp`` for
-    PyTorch, ``mwms`` for TensorFlow)."""
-
     def make_native_strategy(self, cfg: StrategyConfig, world: object) -> Strategy:
-        """The framework's own data-parallel strategy (``NATIVE_STRATEGY``) for ``cfg`` on the
-        harness's ``world``; ``hvdscale.strategies.make_strategy`` builds it by name."""
+        """The framework's own data-parallel strategy (its name: ``hvdscale.registry.native_for``,
+        ``ddp`` for PyTorch, ``mwms`` for TensorFlow) for ``cfg`` on the harness's ``world``;
+        ``hvdscale.strategies.make_strategy`` builds it by name."""
         ...
 
     def set_threads(self, intra: int, inter: int) -> None:

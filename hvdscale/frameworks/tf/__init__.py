@@ -7,7 +7,7 @@ it imports tensorflow, never torch.
 from hvdscale.frameworks.tf.adapter import FRAMEWORK, TFAdapter, make_adapter, tensor_sizes
 from hvdscale.frameworks.tf.horovod import HOROVOD, HorovodTF
 from hvdscale.frameworks.tf.horovod import HorovodTF as HorovodStrategy
-from hvdscale.frameworks.tf.mwms import NATIVE_STRATEGY, make_native_strategy
+from hvdscale.frameworks.tf.mwms import make_native_strategy
 from hvdscale.frameworks.tf.optimizer import TFOptimizer
 from hvdscale.frameworks.tf.runtime import (
     gpu_count,
@@ -21,7 +21,6 @@ from hvdscale.frameworks.tf.session import release
 __all__ = [
     "FRAMEWORK",
     "HOROVOD",
-    "NATIVE_STRATEGY",
     "HorovodStrategy",
     "HorovodTF",
     "TFAdapter",

@@ -183,9 +183,6 @@ class MWMSTF(Strategy):
                 "compute_includes_allreduce": True}
 
 
-NATIVE_STRATEGY = "mwms"
-"""This package's ``NATIVE_STRATEGY`` hook (``hvdscale.frameworks.base.Framework``)."""
-
 
 def make_native_strategy(cfg: StrategyConfig, world: Any) -> MWMSTF:
     """TensorFlow's own data parallelism for ``cfg`` (its ``mwms`` section) on ``world``."""

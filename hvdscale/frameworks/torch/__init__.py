@@ -6,7 +6,7 @@ it imports torch, never tensorflow.
 """
 
 from hvdscale.frameworks.torch.adapter import FRAMEWORK, TorchAdapter, make_adapter, tensor_sizes
-from hvdscale.frameworks.torch.ddp import NATIVE_STRATEGY, DDPStrategy, make_native_strategy
+from hvdscale.frameworks.torch.ddp import DDPStrategy, make_native_strategy
 from hvdscale.frameworks.torch.gpu_info import gpu_provenance
 from hvdscale.frameworks.torch.horovod import HOROVOD, HorovodTorch
 from hvdscale.frameworks.torch.horovod import HorovodTorch as HorovodStrategy
@@ -17,7 +17,6 @@ from hvdscale.frameworks.torch.runtime import gpu_count, set_tf32, set_threads, 
 __all__ = [
     "FRAMEWORK",
     "HOROVOD",
-    "NATIVE_STRATEGY",
     "DDPStrategy",
     "HorovodStrategy",
     "HorovodTorch",

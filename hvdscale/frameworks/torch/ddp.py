@@ -42,9 +42,6 @@ from hvdscale.frameworks.torch.adapter import TorchAdapter
 from hvdscale.frameworks.torch.ddp_join import JoinControl
 from hvdscale.strategies.base import Strategy
 
-NATIVE_STRATEGY = "ddp"
-"""This package's ``NATIVE_STRATEGY`` hook."""
-
 
 def make_native_strategy(cfg: StrategyConfig, world: object) -> Strategy:
     """This package's ``make_native_strategy`` hook: DDP with ``cfg.ddp``'s settings."""
