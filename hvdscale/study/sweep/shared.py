@@ -156,6 +156,6 @@ def by_position(records: Sequence[Record], name: str) -> dict[int, RunRecord | F
     out: dict[int, RunRecord | FailedRecord] = {}
     for r in records:
         if isinstance(r, RunRecord | FailedRecord) and r.launch is not None \
-                and r.launch["id"] == name:
-            out[r.launch["position"]] = r
+                and r.launch.id == name:
+            out[r.launch.position] = r
     return out
