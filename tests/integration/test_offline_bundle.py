@@ -135,3 +135,20 @@ def test_the_bundle_carries_what_its_wheels_require_and_the_target_lacks(tmp_pat
                        timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["numpy", "cffi>=1.4.0"]
+
+
+def test_the_bundle_carries_msgspec_to_a_target_without_it(tmp_path: Path) -> None:
+    """The record kinds and the config reader need msgspec (issue 61): it is one of the
+    bundle's runtime dependencies and of hvdscale's own, so a target that lacks it gets it."""
+    import re
+    import shlex
+
+    deps = shlex.split(re.search(r"^RUNTIME_DEPS=\((.*)\)$", BUNDLE.read_text(), re.M)[1])
+    assert "msgspec>=0.19" in deps
+    assert "msgspec>=0.19" in (ROOT / "setup.cfg").read_text()
+    target = tmp_path / "target.json"
+    target.write_text(json.dumps({"installed": {"numpy": "2.0", "pyyaml": "6.0"}}))
+    r = subprocess.run([sys.executable, str(TOOL), "lacking", str(target), *deps],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "msgspec>=0.19" in r.stdout.split()
