@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,20 +22,17 @@ from typing import Any
 from hvdscale.records.failed import FailedRecord
 from hvdscale.records.fields import Record
 from hvdscale.records.run import RunRecord
+from hvdscale.study.sweep import process
 from hvdscale.study.sweep.groups import Launch
-from hvdscale.study.sweep.launcher import _kill_tree, error_summary, launch_line
+from hvdscale.study.sweep.launcher import error_summary, launch_line, rank_command
 from hvdscale.study.sweep.plan import Point, SweepSpec, in_round, point_sets
 from hvdscale.train.points import LaunchPlan, PlannedPoint, write_plan
-
-POLL_S = 0.2
 
 
 def shared_command(spec: SweepSpec, ranks: int, plan_path: Path,
                    hostfile_path: Path | None = None) -> list[str]:
     """The launcher command that runs a plan's points on ``ranks`` ranks."""
-    prog = [sys.executable, "-m", "hvdscale", "run-points", str(plan_path), "--out", str(spec.out)]
-    if spec.progress_every is not None:
-        prog += ["--progress-every", f"{spec.progress_every:g}"]
+    prog = rank_command("run-points", plan_path, spec.out, (), spec.progress_every)
     return launch_line(spec.launcher, ranks, prog, hostfile_path, spec.network_interfaces,
                        spec.launcher_args)
 
@@ -86,30 +80,15 @@ def _read_state(path: Path) -> list[dict[str, Any]]:
 def watch_launch(cmd: list[str], env: Mapping[str, str], limit_s: float, state: Path,
                  logs: tuple[Path, Path],
                  on_event: Callable[[dict[str, Any], Watched], None]) -> Watched:
-    """Run ``cmd``, ending it when one point runs longer than ``limit_s`` (or, before the first
-    point starts, when start-up does); ``on_event`` sees each new state line (and ``w``)."""
+    """Run ``cmd`` (``process.start``), ending it when one point runs longer than ``limit_s``
+    (or, before the first point starts, when start-up does); ``on_event`` sees each new state
+    line (and ``w``)."""
     w = Watched()
-    out_log, err_log = logs
-    with open(out_log, "wb") as fo, open(err_log, "wb") as fe:
-        fo.write(("$ " + shlex.join(cmd) + "\n").encode())
-        fo.flush()
-        w.spawned = time.time()
-        proc = subprocess.Popen(cmd, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL,
-                                env=dict(env), start_new_session=True)
-        try:
-            since = w.spawned
-            while proc.poll() is None:
-                time.sleep(POLL_S)
-                since = _take_events(w, state, on_event, since)
-                if time.time() - since > limit_s:
-                    w.timed_out = True
-                    _kill_tree(proc)
-                    break
-        except BaseException:
-            _kill_tree(proc, grace_s=5.0)  # Ctrl-C: every rank ends; written records stay
-            raise
-        w.rc = proc.returncode
-    w.exited = time.time()
+    w.spawned = time.time()
+    ended = process.start(cmd, env, logs, limit_s,
+                          watch=lambda: _take_events(w, state, on_event, w.spawned))
+    w.spawned, w.exited, w.rc, w.timed_out = ended.spawned, ended.exited, ended.rc, \
+        ended.timed_out
     _take_events(w, state, on_event, 0.0)
     return w
 

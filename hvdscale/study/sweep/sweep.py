@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,13 +28,14 @@ from typing import Any
 from hvdscale.records.fields import Record
 from hvdscale.records.load import load_now
 from hvdscale.records.run import RunRecord
+from hvdscale.study.sweep import process
 from hvdscale.study.sweep.hostfile import write_hostfile
 from hvdscale.study.sweep.launcher import (
     error_summary,
     launch_env,
     launch_line,
+    rank_command,
     read_out,
-    run_launch,
 )
 from hvdscale.study.sweep.outcome import Outcome, SweepResult, failed_record
 from hvdscale.study.sweep.overhead import LaunchTiming, write_timing
@@ -53,12 +53,8 @@ from hvdscale.study.sweep.plan import (
 
 def run_argv(spec: SweepSpec, point: Point) -> list[str]:
     """The ``hvdscale run`` command every rank of ``point`` executes."""
-    sets = [a for o in point_sets(spec, point) for a in ("--set", o)]
-    if spec.progress_every is not None:
-        sets += ["--progress-every", f"{spec.progress_every:g}"]
-    # The interpreter running the sweep runs the ranks too (same install on every host).
-    return [sys.executable, "-m", "hvdscale", "run", str(spec.config), *sets,
-            "--out", str(spec.out)]
+    return rank_command("run", spec.config, spec.out, point_sets(spec, point),
+                        spec.progress_every)
 
 
 def launch_command(spec: SweepSpec, point: Point, hostfile_path: Path | None = None,
@@ -94,9 +90,9 @@ def run_point(spec: SweepSpec, point: Point, hostfile_path: Path | None = None,
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     out_log, err_log = base.with_suffix(".stdout"), base.with_suffix(".stderr")
-    timing.spawned = time.time()
-    rc, timed_out = run_launch(cmd, env, spec.timeout_s, out_log, err_log)
-    timing.exited = time.time()
+    ended = process.start(cmd, env, (out_log, err_log), spec.timeout_s)
+    rc, timed_out = ended.rc, ended.timed_out
+    timing.spawned, timing.exited = ended.spawned, ended.exited
     seconds = time.monotonic() - t0
     new = read_out(spec.out)[before:]
     rec = next((r for r in reversed(new) if isinstance(r, RunRecord) and matches(r, point)),
