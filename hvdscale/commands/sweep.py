@@ -51,6 +51,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                     help="learning-rate rules to compare, one more sweep axis (weak scaling): "
                     "none, linear, sqrt, legw, sqrt_adam; the report names the rule that "
                     "reached the quality target first (default: the config's optim.scale_lr)")
+    sw.add_argument("--axis", action="append", default=[], metavar="KEY=V,V,...",
+                    help="one more axis of the grid: a config key and its values, e.g. "
+                    "--axis strategy.horovod.fusion_threshold_mb=0,32,128 or --axis "
+                    "strategy.ddp.bucket_cap_mb=1,25; several --axis make a product")
     sw.add_argument("--redo", action="store_true",
                     help="measure points again even when already recorded")
     sw.add_argument("--progress-every", type=common.seconds, default=None, metavar="S",
@@ -61,8 +65,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                     "each point) instead of one launch per round and rank count")
     common.add_no_plot(sw, "report without PNG plots")
     sw.add_argument("--dry-run", action="store_true",
-                    help="check the input and print each launch's command and points; launch "
-                    "nothing")
+                    help="check the input and print the grid, each launch's command and its "
+                    "points; launch nothing")
     return sw
 
 
@@ -79,7 +83,8 @@ def handle(args: argparse.Namespace) -> int:
         out=args.out, overrides=args.set, network_interfaces=args.network_interfaces,
         launcher_args=args.launcher_args, timeout_s=args.timeout, redo=args.redo,
         frameworks=args.frameworks, progress_every=args.progress_every,
-        repeats=args.repeats, scale_lr=args.scale_lr, launch_per_point=args.launch_per_point),
+        repeats=args.repeats, scale_lr=args.scale_lr, launch_per_point=args.launch_per_point,
+        axes=args.axis),
         check_out=not args.dry_run)
     say = functools.partial(print, flush=True)
     if args.dry_run:
@@ -89,8 +94,9 @@ def handle(args: argparse.Namespace) -> int:
     fws = f"{args.frameworks} x " if args.frameworks else ""
     rounds = f" x {spec.repeats} interleaved rounds" if spec.repeats > 1 else ""
     rules = f" x rules {args.scale_lr}" if args.scale_lr else ""
+    axes = "".join(f" x {a}" for a in args.axis)
     say(f"hvdscale sweep: {len(spec.points)} points ({args.np} ranks x {fws}"
-        f"{args.strategies}{rules}){rounds} with {spec.launcher}{where} into {spec.out}")
+        f"{args.strategies}{rules}{axes}){rounds} with {spec.launcher}{where} into {spec.out}")
     try:
         result = sweep.run_sweep(spec, say)
     except KeyboardInterrupt:

@@ -224,19 +224,6 @@ def run_sweep(spec: SweepSpec, say: Callable[[str], None] = print) -> SweepResul
     return result
 
 
-def run_round(spec: SweepSpec, r: int, points: list[Point], hostfile: Path | None,
-              tell: Callable[[Outcome], None], say: Callable[[str], None] = print) -> None:
-    """Round ``r`` of ``points`` (those still to measure), as the sweep runs a round: the
-    points that share a launch in one (hvdscale.study.sweep.groups), order rotated by ``r``;
-    ``tell`` hears of each point as it ends. The multi-point drivers (fusion, DDP buckets)
-    run their rounds through here, their points already tagged with their round
-    (``round_point``: their sweep itself has one round)."""
-    from hvdscale.study.sweep.groups import round_launches
-
-    for launch in round_launches(points, r, spec.launch_per_point):
-        _run_launch(spec, launch, list(launch.points), hostfile, tell, say)
-
-
 def _run_launch(spec: SweepSpec, launch: Any, run: list[Point], hf: Path | None,
                 tell: Callable[[Outcome], None], say: Callable[[str], None]) -> None:
     """One launch of the plan: shared (hvdscale.study.sweep.round) or a point's own."""
@@ -282,6 +269,9 @@ def dry_run(spec: SweepSpec, say: Callable[[str], None] = print) -> None:
 
     hf = spec.hostfile.path if spec.hostfile else None  # the launch uses a clean copy of it
     plan = all_launches(list(spec.points), spec.repeats, spec.launch_per_point)
+    if spec.grid:
+        say(f"grid: {spec.grid} = {len(spec.points)} points x {spec.repeats} round(s), "
+            f"{len(plan)} launches")
     for k, launch in enumerate(plan, 1):
         r = launch.round
         rnd = f" round {r + 1}/{spec.repeats}" if spec.repeats > 1 else ""
