@@ -81,7 +81,7 @@ def run_demo(impl: str, np: int, device: str, sets: list[str]) -> RunRecord:
     from hvdscale.records.run import RunRecord
     from hvdscale.records.store import read_records
     from hvdscale.study.sweep.launcher import rank_command
-    from hvdscale.study.sweep.single import RunLaunch, launch_run
+    from hvdscale.study.sweep.one_run import RunLaunch, launch_run
 
     out = tempfile.mkdtemp(prefix="gpu_check-")
     strategy = [f"strategy.name={NP2_STRATEGY}"] if np > 1 else []

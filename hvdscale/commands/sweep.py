@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -76,7 +77,7 @@ def handle(args: argparse.Namespace) -> int:
     Returns 0 when every point is recorded ok, 1 when some point failed (after the report).
     """
     from hvdscale.study.report.report import write_report
-    from hvdscale.study.sweep import plan, sweep
+    from hvdscale.study.sweep import driver, plan
 
     spec = plan.plan_sweep(plan.SweepRequest(
         args.config, args.np, args.strategies, launcher=args.launcher, hostfile=args.hostfile,
@@ -88,7 +89,7 @@ def handle(args: argparse.Namespace) -> int:
         check_out=not args.dry_run)
     say = functools.partial(print, flush=True)
     if args.dry_run:
-        sweep.dry_run(spec, say)
+        driver.dry_run(spec, say)
         return 0
     where = f" on {spec.hostfile.describe()}" if spec.hostfile else ""
     fws = f"{args.frameworks} x " if args.frameworks else ""
@@ -98,10 +99,12 @@ def handle(args: argparse.Namespace) -> int:
     say(f"hvdscale sweep: {len(spec.points)} points ({args.np} ranks x {fws}"
         f"{args.strategies}{rules}{axes}){rounds} with {spec.launcher}{where} into {spec.out}")
     try:
-        result = sweep.run_sweep(spec, say)
+        result = driver.run_sweep(spec, say)
     except KeyboardInterrupt:
-        # The running point's launcher and ranks are already ended (run_point); finished
-        # points stay recorded, so rerunning the same command resumes where this stopped.
+        # The running launch and all its processes are already ended (study/sweep/process.py);
+        # finished points stay recorded, so rerunning the same command resumes where this
+        # stopped. A second Ctrl-C now would only turn this line into a traceback.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         print("hvdscale sweep: interrupted; rerun the same command to go on", file=sys.stderr)
         return 130
     _say_cost(spec.out, say)

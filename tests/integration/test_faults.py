@@ -72,7 +72,7 @@ def step_deadline(framework: str, strategy: str = "horovod") -> int:
     number assumed a machine speed: a traced TensorFlow step on a loaded host passed 10 s."""
     key = (framework, strategy)
     if key not in _HONEST:
-        from hvdscale.study.sweep.single import RunLaunch, launch_run
+        from hvdscale.study.sweep.one_run import RunLaunch, launch_run
 
         sets = list(SMALL[1::2])  # the --set values
         with tempfile.TemporaryDirectory() as out:

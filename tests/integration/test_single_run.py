@@ -1,4 +1,4 @@
-"""One ``hvdscale run`` launched alone as the sweep launches a point (study/sweep/single.py, what
+"""One ``hvdscale run`` launched alone as the sweep launches a point (study/sweep/one_run.py, what
 every bench in bench/ launches through), for real on 2 ranks: it returns the record this launch
 appended (not an earlier one in the same directory), and a failed launch says why in one line.
 """
@@ -15,7 +15,7 @@ import pytest
 
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.store import results_path
-from hvdscale.study.sweep.single import RunLaunch, launch_run
+from hvdscale.study.sweep.one_run import RunLaunch, launch_run
 from tests.records_fixture import run_dict
 
 ROOT = Path(__file__).resolve().parents[2]

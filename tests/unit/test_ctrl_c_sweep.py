@@ -51,7 +51,8 @@ last_round = plan["launch"].startswith("r2_")
 for k, p in enumerate(plan["points"]):
     value = lambda key: [s.split("=", 1)[1] for s in p["sets"] if s.startswith(key + "=")][-1]
     with open(plan["state"], "a") as f:
-        f.write(json.dumps({{"at": time.time(), "position": k, "event": "start"}}) + "\\n")
+        f.write(json.dumps({{"kind": "point_state", "at": time.time(), "position": k,
+                            "event": "start"}}) + "\\n")
     time.sleep(0.2)  # steps
     if last_round and k == len(plan["points"]) - 1:
         time.sleep(3600)  # a rank hangs
@@ -64,7 +65,8 @@ for k, p in enumerate(plan["points"]):
         f.write(json.dumps(rec) + "\\n")
     time.sleep(0.1)  # teardown
     with open(plan["state"], "a") as f:
-        f.write(json.dumps({{"at": time.time(), "position": k, "event": "end"}}) + "\\n")
+        f.write(json.dumps({{"kind": "point_state", "at": time.time(), "position": k,
+                            "event": "end"}}) + "\\n")
 for r in ranks:
     r.kill()
 """
@@ -117,7 +119,8 @@ def _one_moment(base: Path, k: int, env: dict[str, str]) -> str:
     if left:
         return f"moment {k}: {len(left)} process(es) left running after exit {rc}"
     if rc != 130:
-        return f"moment {k}: exit {rc} after {took:.1f} s: {(work / 'stderr').read_text()[-300:]}"
+        said = (work / "stderr").read_text()[-1500:]
+        return f"moment {k}: exit {rc} after {took:.1f} s: {said}"
     return ""
 
 

@@ -20,8 +20,8 @@ import pytest
 
 from hvdscale.errors import HvdscaleError
 from hvdscale.study.fusion.horovod import FusionGrid, plan_fusion, run_fusion
+from hvdscale.study.sweep.driver import dry_run, run_sweep
 from hvdscale.study.sweep.plan import SweepRequest, plan_sweep
-from hvdscale.study.sweep.sweep import dry_run, run_sweep
 from tests.records_fixture import run_dict
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -25,6 +25,7 @@ from hvdscale.records.run import RunRecord
 from hvdscale.study.fusion.report import paired, words_per_round
 from hvdscale.study.fusion.settings import parse_floats
 from hvdscale.study.paired.recommend import recommend
+from hvdscale.study.sweep.driver import run_sweep
 from hvdscale.study.sweep.launcher import read_out
 from hvdscale.study.sweep.plan import (
     Point,
@@ -33,7 +34,6 @@ from hvdscale.study.sweep.plan import (
     plan_sweep,
     rounds_of,
 )
-from hvdscale.study.sweep.sweep import run_sweep
 
 DEFAULT_BUCKETS = "1,5,25,100"
 DDP_DEFAULT_MB = DDPConfig().bucket_cap_mb

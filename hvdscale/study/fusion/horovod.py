@@ -1,7 +1,7 @@
 """``hvdscale fusion``: which Horovod settings make this config fastest here, and by how much.
 
 Every (fusion threshold, cycle time, overlap mode) point is a point of the sweep's one driver
-(``hvdscale.study.sweep.sweep.run_sweep``: same launchers, logs, time limit, failed-point
+(``hvdscale.study.sweep.driver.run_sweep``: same launchers, logs, time limit, failed-point
 records, skip of what is recorded); what is this module's own is the grid's reference points,
 the autotuner's launch and the analysis. Repeats are interleaved: round r launches every point once
 before round r+1 starts, so slow phases of a shared machine hit all points alike, and ratios
@@ -29,6 +29,7 @@ from hvdscale.config import load_config
 from hvdscale.errors import HvdscaleError
 from hvdscale.study.fusion.report import analyze
 from hvdscale.study.fusion.settings import Setting, grid_settings, parse_floats, parse_overlaps
+from hvdscale.study.sweep.driver import run_sweep
 from hvdscale.study.sweep.launcher import read_out
 from hvdscale.study.sweep.plan import (
     Point,
@@ -38,7 +39,6 @@ from hvdscale.study.sweep.plan import (
     recorded,
     rounds_of,
 )
-from hvdscale.study.sweep.sweep import run_sweep
 
 DEFAULT_THRESHOLDS = "0,1,4,16,64,128"
 DEFAULT_CYCLES = "0.5,1,2,5,10"

@@ -15,8 +15,10 @@ import os
 import shlex
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,21 +66,50 @@ def session_members(sid: int) -> set[int]:
     return out
 
 
-def _family(proc: subprocess.Popen, known: set[int]) -> set[int]:
-    """The launch's running processes: its session's, the launcher's descendants (which a
-    launcher may put in sessions of their own) and those of ``known`` still running; ``known``
-    grows by what is found, so a descendant is not lost when the launcher that led to it is."""
-    import psutil
+TAG = "HVDSCALE_LAUNCH_TAG"
+"""Set in each launch's environment (a value of its own): every process of the launch inherits
+it, so one that left both the launch's session and its process tree is still found."""
 
-    pids = session_members(proc.pid)
-    if proc.poll() is None:  # (once reaped, its pid may be another process's)
-        try:
-            pids |= {c.pid for c in psutil.Process(proc.pid).children(recursive=True)}
-        except psutil.NoSuchProcess:
-            pass
-    known |= pids
-    known.discard(os.getpid())
-    return {p for p in known if _alive(p)}
+
+def _tagged(tag: str) -> set[int]:
+    """Pids of the running processes whose environment carries ``TAG=tag``."""
+    needle = f"{TAG}={tag}\0".encode()
+    out = set()
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/environ", "rb") as f:
+                    if needle in f.read() and _alive(int(name)):
+                        out.add(int(name))
+            except OSError:
+                continue
+    return out
+
+
+@dataclass
+class _Tree:
+    """A launch's processes, as far as they have been seen."""
+
+    proc: subprocess.Popen
+    tag: str
+    known: set[int]
+
+    def running(self, deep: bool = True) -> set[int]:
+        """Its running processes: its session's, the launcher's descendants (a launcher may
+        put them in sessions of their own), those seen before, and (``deep``) those carrying
+        its tag."""
+        import psutil
+
+        pids = session_members(self.proc.pid) | (_tagged(self.tag) if deep else set())
+        if self.proc.poll() is None:  # (once reaped, its pid may be another process's)
+            try:
+                kids = psutil.Process(self.proc.pid).children(recursive=True)
+                pids |= {c.pid for c in kids}
+            except psutil.NoSuchProcess:
+                pass
+        self.known |= pids
+        self.known.discard(os.getpid())
+        return {p for p in self.known if _alive(p)}
 
 
 def _signal_all(pids: set[int], sig: int) -> None:
@@ -89,22 +120,22 @@ def _signal_all(pids: set[int], sig: int) -> None:
             pass
 
 
-def kill_tree(proc: subprocess.Popen, grace_s: float = GRACE_S,
-              known: set[int] | None = None) -> int:
-    """End ``proc`` (a launch started by ``start``) and every process of its tree: TERM, then
-    KILL after ``grace_s``; returns how many processes were running when it began."""
-    known = set() if known is None else known
-    first = _family(proc, known)
+def kill_tree(tree: _Tree, grace_s: float = GRACE_S) -> int:
+    """End a launch and every process of its tree: TERM, then KILL after ``grace_s``; returns
+    how many processes were running when it began."""
+    proc = tree.proc
+    first = tree.running()
     _signal_all(first, signal.SIGTERM)
     end = time.monotonic() + grace_s
     while time.monotonic() < end:
         proc.poll()  # reap the launcher (a zombie still counts in its session)
-        if not _family(proc, known) and proc.poll() is not None:
-            return len(first)
+        if proc.poll() is not None and not tree.running(deep=False):
+            if not tree.running():
+                return len(first)
         time.sleep(0.05)
     # Rescanned, not the first list: a launcher in its start-up may have spawned ranks since.
     for _ in range(100):
-        left = _family(proc, known)
+        left = tree.running()
         if not left:
             break
         _signal_all(left, signal.SIGKILL)
@@ -115,6 +146,27 @@ def kill_tree(proc: subprocess.Popen, grace_s: float = GRACE_S,
     except subprocess.TimeoutExpired:
         pass
     return len(first)
+
+
+@contextmanager
+def _ctrl_c_after() -> Iterator[None]:
+    """Hold a Ctrl-C that comes while the launcher is being started until it is started: one
+    raised inside ``Popen`` (after the fork, before it returns) would leave a launcher no one
+    holds, to run on with its ranks."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # (only the main thread hears SIGINT)
+        return
+    heard: list[int] = []
+    old = signal.signal(signal.SIGINT, lambda signum, frame: heard.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if heard:
+        if callable(old):
+            old(signal.SIGINT, None)
+        elif old == signal.SIG_DFL:
+            raise KeyboardInterrupt
 
 
 def start(cmd: list[str], env: Mapping[str, str], logs: tuple[Path, Path], limit_s: float,
@@ -141,16 +193,19 @@ def start(cmd: list[str], env: Mapping[str, str], logs: tuple[Path, Path], limit
         fo.write(("$ " + shlex.join(cmd) + "\n").encode())
         fo.flush()
         spawned = time.time()
-        proc, known = None, set()
+        tag = f"{os.getpid()}-{time.time_ns()}"
+        tree = None
         try:
-            proc = subprocess.Popen(cmd, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL,
-                                    env=dict(env), cwd=cwd, start_new_session=True)
-            timed_out = _wait(proc, spawned, limit_s, watch, known)
+            with _ctrl_c_after():
+                proc = subprocess.Popen(cmd, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL,
+                                        env={**env, TAG: tag}, cwd=cwd, start_new_session=True)
+                tree = _Tree(proc, tag, set())
+            timed_out = _wait(proc, spawned, limit_s, watch)
         except BaseException:
-            if proc is not None:
-                kill_tree(proc, known=known)
+            if tree is not None:
+                kill_tree(tree)
             raise
-        left = kill_tree(proc, known=known) if timed_out else _left_behind(proc, known)
+        left = kill_tree(tree) if timed_out else _left_behind(tree)
     rc = proc.returncode
     why = (f"timed out after {limit_s:g} s; ended the launch and its ranks" if timed_out
            else f"exit {rc}" if rc else "")
@@ -160,25 +215,25 @@ def start(cmd: list[str], env: Mapping[str, str], logs: tuple[Path, Path], limit
 
 
 def _wait(proc: subprocess.Popen, spawned: float, limit_s: float,
-          watch: Callable[[], float | None] | None, known: set[int]) -> bool:
-    """Wait for the launcher, noting its tree in ``known``; True when the limit ended it."""
+          watch: Callable[[], float | None] | None) -> bool:
+    """Wait for the launcher; True when the limit ended the wait."""
     while True:
         try:
             proc.wait(timeout=POLL_S)
             return False
         except subprocess.TimeoutExpired:
-            _family(proc, known)
+            pass
         since = (watch() if watch is not None else None) or spawned
         if time.time() - since > limit_s:
             return True
 
 
-def _left_behind(proc: subprocess.Popen, known: set[int]) -> int:
+def _left_behind(tree: _Tree) -> int:
     """After the launcher exited by itself: end what of its tree still runs (a rank whose peer
     was lost, a helper); returns how many there were."""
     end = time.monotonic() + 1.0  # ranks that are already ending get their moment
-    while _family(proc, known):
+    while tree.running():
         if time.monotonic() > end:
-            return kill_tree(proc, known=known)
+            return kill_tree(tree)
         time.sleep(0.05)
     return 0
