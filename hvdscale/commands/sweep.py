@@ -44,18 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     common.add_set(sw, common.FOR_EVERY_POINT)
     common.add_out(sw)
     common.add_timeout(sw)
-    sw.add_argument("--repeats", type=int, default=1, metavar="N",
-                    help="interleaved rounds of every point (round 1 of all, then round 2, "
-                    "order rotated); the report shows medians, ranges and paired ratios; "
-                    "a rerun fills only missing rounds (default: 1)")
-    sw.add_argument("--scale-lr", default=None, metavar="RULE,RULE,...",
-                    help="learning-rate rules to compare, one more sweep axis (weak scaling): "
-                    "none, linear, sqrt, legw, sqrt_adam; the report names the rule that "
-                    "reached the quality target first (default: the config's optim.scale_lr)")
-    sw.add_argument("--axis", action="append", default=[], metavar="KEY=V,V,...",
-                    help="one more axis of the grid: a config key and its values, e.g. "
-                    "--axis strategy.horovod.fusion_threshold_mb=0,32,128 or --axis "
-                    "strategy.ddp.bucket_cap_mb=1,25; several --axis make a product")
+    _add_grid(sw)
     sw.add_argument("--redo", action="store_true",
                     help="measure points again even when already recorded")
     sw.add_argument("--progress-every", type=common.seconds, default=None, metavar="S",
@@ -69,6 +58,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                     help="check the input and print the grid, each launch's command and its "
                     "points; launch nothing")
     return sw
+
+
+def _add_grid(sw: argparse.ArgumentParser) -> None:
+    """The grid's further axes and its rounds."""
+    sw.add_argument("--repeats", type=int, default=1, metavar="N",
+                    help="interleaved rounds of every point (round 1 of all, then round 2, "
+                    "order rotated); the report shows medians, ranges and paired ratios; "
+                    "a rerun fills only missing rounds (default: 1)")
+    sw.add_argument("--scale-lr", default=None, metavar="RULE,RULE,...",
+                    help="learning-rate rules to compare, one more sweep axis (weak scaling): "
+                    "none, linear, sqrt, legw, sqrt_adam; the report names the rule that "
+                    "reached the quality target first (default: the config's optim.scale_lr)")
+    sw.add_argument("--axis", action="append", default=[], metavar="KEY=V,V,...",
+                    help="one more axis of the grid: a config key and its values, e.g. "
+                    "--axis strategy.horovod.fusion_threshold_mb=0,32,128 or --axis "
+                    "strategy.ddp.bucket_cap_mb=1,25; several --axis make a product")
 
 
 def handle(args: argparse.Namespace) -> int:

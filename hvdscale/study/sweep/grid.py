@@ -95,6 +95,14 @@ def combination_name(strategy: str, axes: Sequence[Axis], sets: tuple[str, ...])
                                  for a, s in zip(axes, sets, strict=True))])
 
 
+def describe_grid(nps: Sequence[int], pairs: Sequence[tuple[str, str]],
+                  axes: Sequence[Axis]) -> str:
+    """The grid in one line, as ``--dry-run`` prints it."""
+    return " x ".join([f"np {','.join(map(str, nps))}",
+                       f"(framework, strategy) {' '.join(f'{f}:{s}' for f, s in pairs)}",
+                       *(a.describe() for a in axes)])
+
+
 def load_point_config(config: Path, overrides: Sequence[str], sets: Sequence[str],
                       framework: str, strategy: str) -> RunConfig:
     """One point's config: the sweep's overrides, its axes' values, then its framework and

@@ -29,6 +29,7 @@ from hvdscale.study.sweep.grid import (
     axes_of,
     combination_name,
     combinations,
+    describe_grid,
     load_point_config,
 )
 from hvdscale.study.sweep.hostfile import Hostfile
@@ -261,15 +262,13 @@ def plan_sweep(req: SweepRequest, env: Mapping[str, str] | None = None,
         check_writable(req.out)
     # Every point at one rank count, smallest first: baselines come first.
     points, axes = grid_points(req, pairs, nps, cfgs)
-    grid = " x ".join([f"np {','.join(map(str, nps))}",
-                       f"(framework, strategy) {' '.join(f'{f}:{s}' for f, s in pairs)}",
-                       *(a.describe() for a in axes)])
     return SweepSpec(config=cfg_path.resolve(), overrides=tuple(req.overrides),
                      points=tuple(points), launcher=req.launcher, out=Path(req.out).resolve(),
                      hostfile=hosts, network_interfaces=req.network_interfaces,
                      launcher_args=extra, timeout_s=float(req.timeout_s), redo=req.redo,
                      progress_every=req.progress_every, repeats=req.repeats,
-                     launch_per_point=bool(req.launch_per_point), grid=grid)
+                     launch_per_point=bool(req.launch_per_point),
+                     grid=describe_grid(nps, pairs, axes))
 
 
 # --- records --------------------------------------------------------------------------------
