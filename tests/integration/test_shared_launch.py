@@ -74,7 +74,7 @@ def test_memory_and_threads_stay_flat_over_20_points(tmp_path: Path) -> None:
               for i, s in enumerate(strategies * 5)]
     points[0]["sets"].append("strategy.horovod.fusion_threshold_mb=0")
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"version": 1, "launch": "flat", "points": points,
+    plan.write_text(json.dumps({"kind": "launch_plan", "launch": "flat", "points": points,
                                 "state": str(tmp_path / "state.jsonl")}))
     r = subprocess.run(["mpirun", "-np", "2", "--bind-to", "none", sys.executable, "-m",
                         "hvdscale", "run-points", str(plan), "--out", str(tmp_path / "out"),
