@@ -107,11 +107,17 @@ def run_buckets(spec: BucketSpec, say: Callable[[str], None] = print) -> dict[st
     """Run (or resume) the rounds through the sweep's driver (``run_sweep``: one launch per
     round, rotated, what is recorded skipped); returns the analysis (``analyze``)."""
     pts = points(spec)
-    run_sweep(replace(spec.sweep, points=tuple(p for _, p in pts), repeats=spec.repeats), say)
+    run_sweep(grid_sweep(spec, pts), say)
     records = read_out(spec.sweep.out)
     res = analyze([(mb, rounds_of(records, p, spec.repeats)) for mb, p in pts])
     res["np"] = spec.np
     return res
+
+
+def grid_sweep(spec: BucketSpec, pts: list[tuple[float | None, Point]]) -> SweepSpec:
+    """What the sweep's driver runs (and ``--dry-run`` prints): the sizes' points, rounds."""
+    return replace(spec.sweep, points=tuple(p for _, p in pts), repeats=spec.repeats,
+                   grid=f"np {spec.np} x bucket_cap_mb {', '.join(label(mb) for mb, _ in pts)}")
 
 
 def analyze(rows: Sequence[tuple[float | None, list[RunRecord | None]]]) -> dict[str, Any]:

@@ -210,11 +210,17 @@ def run_fusion(spec: FusionSpec, say: Callable[[str], None] = print) -> dict[str
                         autotune_info)
     spec = replace(spec, settings=tuple(settings))
     pts = points(spec)
-    run_sweep(replace(spec.sweep, points=tuple(p for _, p in pts), repeats=spec.repeats), say)
+    run_sweep(grid_sweep(spec, pts), say)
     result = analyze_out(spec, pts)
     result["autotune"] = autotune_info.label if autotune_info else None
     result["np"] = spec.np
     return result
+
+
+def grid_sweep(spec: FusionSpec, pts: list[tuple[Setting, Point]]) -> SweepSpec:
+    """What the sweep's driver runs (and ``--dry-run`` prints): the settings' points, rounds."""
+    return replace(spec.sweep, points=tuple(p for _, p in pts), repeats=spec.repeats,
+                   grid=f"np {spec.np} x settings {', '.join(s.label for s, _ in pts)}")
 
 
 def analyze_out(spec: FusionSpec, pts: list[tuple[Setting, Point]]) -> dict[str, Any]:
