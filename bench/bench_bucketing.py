@@ -168,7 +168,7 @@ def straggler_table(recs_by_impl: dict[str, dict[str, list[Run]]], base: list[st
                 f"r{p['rank']}: {med(rs, lambda r, i=i: idle_ms_of_rank(r, i)):.1f}"
                 for i, p in enumerate(last))
             out_of = " / ".join(f"r{p['rank']}: {p['idle_steps']}" for p in last)
-            batches = " / ".join(str(c) for c in rs[-1].rec.measure["batches_per_rank"])
+            batches = " / ".join(str(c) for c in rs[-1].rec.measure.batches_per_rank)
             step = med(rs, lambda r: 1e3 * r.step_median_s)
             wps = med(rs, WORDS_PER_S)
             implied = work_imbalance([*base, f"model.rnn_impl={impl}", *MODES[mode][0]], np_)

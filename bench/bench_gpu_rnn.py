@@ -70,7 +70,7 @@ def main() -> int:
                 wps.setdefault(f"{device}/{impl}", []).append(rec.words_per_s)
                 if compiled := (rec.compile or {}):
                     compile_s.append(compiled["compile_s"])
-                gpu = gpu or rec.device["gpu"]
+                gpu = gpu or rec.device.gpu
     med = {k: statistics.median(v) for k, v in wps.items()}
     emit({"config": "configs/nmt_torch.yaml", "np": 1, "repeats": args.repeats,
           "precision": args.precision,

@@ -18,22 +18,22 @@ from hvdscale.study.stepcost.step_flops import FWD_BWD, lstm_flops_per_token
 
 def pad_ratio(rec: RunRecord) -> float:
     """Token slots per real token of a run's measured window (the loop's work ratio)."""
-    w = rec.padding["window"]
-    return w["slots"] / w["words"]
+    w = rec.padding.window
+    return w.slots / w.words
 
 
 def rnn_ratio(rec: RunRecord) -> float:
     """Slots the recurrence ran per real token (loop: every padded slot; fused: live ones)."""
-    w = rec.padding["window"]
-    return w["rnn_work_slots"] / w["words"]
+    w = rec.padding.window
+    return w.rnn_work_slots / w.words
 
 
 def model_work_ratio(rec: RunRecord) -> float:
     """Multiply-adds per real token relative to an unpadded batch: the recurrence on the slots
     it runs, the output projection on every padded slot (the embedding is a lookup)."""
     rnn, proj = work_per_slot(rec.model_config)
-    w = rec.padding["window"]
-    return (rnn * w["rnn_work_slots"] + proj * w["slots"]) / ((rnn + proj) * w["words"])
+    w = rec.padding.window
+    return (rnn * w.rnn_work_slots + proj * w.slots) / ((rnn + proj) * w.words)
 
 
 def work_per_slot(model: dict) -> tuple[int, int]:

@@ -138,7 +138,8 @@ def load_plugins(modules: str) -> None:
     """Import each of the comma-separated ``modules`` (each registers its strategies).
 
     Raises:
-        HvdscaleError: one of them cannot be imported.
+        HvdscaleError: one of them cannot be imported, or its import raised (the message
+            names the module, the exception and the line; no traceback).
     """
     for module in (m.strip() for m in modules.split(",")):
         if not module:
@@ -146,7 +147,20 @@ def load_plugins(modules: str) -> None:
         try:
             importlib.import_module(module)
         except ImportError as e:
-            raise HvdscaleError(f"{PLUGINS_ENV}: cannot import {module!r} ({e})") from e
+            raise HvdscaleError(f"{PLUGINS_ENV}: cannot import {module!r} ({e})") from None
+        except Exception as e:  # the plugin's own code failed while it loaded: name it, briefly
+            raise HvdscaleError(f"{PLUGINS_ENV}: importing {module!r} raised "
+                                f"{type(e).__name__}: {e} ({_where(e)})") from None
+
+
+def _where(e: BaseException) -> str:
+    """The plugin's file and line the exception came from (its innermost frame)."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:  # pragma: no cover - a raised exception always has a frame
+        return "no frame"
+    return f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
 
 
 def _table() -> dict[str, StrategySpec]:

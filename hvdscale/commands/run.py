@@ -45,7 +45,7 @@ def handle(args: argparse.Namespace) -> int:
         print(f"hvdscale: {k['model']}/{fw}/{k['rnn_impl']}/{k['strategy']} "
               f"ranks={record.ranks} words/s={record.words_per_s:.1f} "
               f"step={record.step_median_s * 1e3:.1f}ms "
-              f"(+-{record.step_time['jitter'] * 1e3:.1f}) loss={record.final_loss:.4f}",
+              f"(+-{record.step_time.jitter * 1e3:.1f}) loss={record.final_loss:.4f}",
               flush=True)
     return 0
 

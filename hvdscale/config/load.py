@@ -1,106 +1,93 @@
-"""Reading a run config: YAML through pyyaml, ``--set`` overrides, each value checked against
-its field's type, unknown keys refused; and the config back as plain data for records."""
+"""Reading a run config: YAML through pyyaml, ``--set`` overrides, then ``msgspec.convert``
+onto the frozen dataclasses (each value checked against its field's type, an int taken as a
+float), unknown keys refused; and the config back as plain data for records.
+
+A refusal is one line naming the dotted key and what it accepts, e.g.
+``data.batch_size must be an integer (got 'abc')``.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import types
+import functools
+import re
 import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+import msgspec
 import yaml
 
 from hvdscale.config.builder import resolve_builder
 from hvdscale.config.run import RunConfig
 from hvdscale.errors import ConfigError
 
-
-def _type_name(tp: Any) -> str:
-    return getattr(tp, "__name__", str(tp))
-
-
-def _coerce(value: Any, tp: Any, key: str) -> Any:
-    """Check ``value`` against annotation ``tp``; return it converted where lossless."""
-    origin = typing.get_origin(tp)
-    if dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            raise ConfigError(f"{key} must be a mapping (got {value!r})")
-        return _build(tp, value, key)
-    if origin is Literal:
-        choices = typing.get_args(tp)
-        if isinstance(value, bool) and {"on", "off"} <= set(choices):
-            value = "on" if value else "off"  # YAML 1.1 reads a bare on/off as a boolean
-        if value not in choices:
-            names = ", ".join(map(str, choices))
-            raise ConfigError(f"{key} must be one of {names} (got {value!r})")
-        return value
-    if origin in (typing.Union, types.UnionType):
-        return _coerce_union(value, typing.get_args(tp), key)
-    if origin is tuple:
-        return _coerce_tuple(value, typing.get_args(tp), key)
-    return _coerce_scalar(value, tp, key)
+_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
+          "array": "a list", "object": "a mapping", "null": "null"}
+_ERROR = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
 
 
-def _coerce_union(value: Any, args: tuple[Any, ...], key: str) -> Any:
-    """``value`` as the first member of the union that takes it (None where optional)."""
-    if value is None and type(None) in args:
-        return None
-    last: ConfigError | None = None
-    for arg in args:
-        if arg is type(None):
-            continue
-        try:
-            return _coerce(value, arg, key)
-        except ConfigError as e:
-            last = e
-    raise last or ConfigError(f"{key} has a bad value (got {value!r})")
+@functools.cache
+def _fields(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
 
 
-def _coerce_tuple(value: Any, args: tuple[Any, ...], key: str) -> tuple[Any, ...]:
-    """A list as a tuple: of any length (``tuple[X, ...]``) or of exactly ``args``' types."""
-    if not isinstance(value, list | tuple):
-        raise ConfigError(f"{key} must be a list (got {value!r})")
-    if len(args) == 2 and args[1] is Ellipsis:
-        return tuple(_coerce(v, args[0], f"{key}[{i}]") for i, v in enumerate(value))
-    if len(value) != len(args):
-        raise ConfigError(f"{key} must have {len(args)} entries (got {value!r})")
-    pairs = enumerate(zip(value, args, strict=True))
-    return tuple(_coerce(v, a, f"{key}[{i}]") for i, (v, a) in pairs)
-
-
-def _coerce_scalar(value: Any, tp: Any, key: str) -> Any:
-    """A bool, int, float (an int is taken, as a float) or str; a bool is never a number."""
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{key} must be true or false (got {value!r})")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{key} must be an integer (got {value!r})")
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{key} must be a number (got {value!r})")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{key} must be a string (got {value!r})")
-        return value
-    raise ConfigError(f"{key}: unsupported type {_type_name(tp)}")  # pragma: no cover
-
-
-def _build(cls: type, data: dict[str, Any], prefix: str) -> Any:
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    kwargs: dict[str, Any] = {}
+def _check_keys(cls: type, data: Any, prefix: str) -> None:
+    """Refuse a key no section declares (msgspec ignores a dataclass's unknown keys)."""
+    if not isinstance(data, dict):
+        return  # msgspec says what the section should be
+    fields = _fields(cls)
     for k, v in data.items():
         key = f"{prefix}.{k}" if prefix else str(k)
-        if k not in names:
-            known = ", ".join(sorted(names))
-            raise ConfigError(f"unknown config key '{key}' (known here: {known})")
-        kwargs[k] = _coerce(v, hints[k], key)
-    return cls(**kwargs)
+        if k not in fields:
+            raise ConfigError(f"unknown config key '{key}' (known here: "
+                              f"{', '.join(sorted(fields))})")
+        if dataclasses.is_dataclass(fields[k]):
+            _check_keys(fields[k], v, key)
+
+
+def _located(path: str, data: Any) -> tuple[list[str], Any, Any]:
+    """(the key's parts, its declared type, its value) at msgspec's error path."""
+    parts = [p for p in re.split(r"\.|\[(\d+)\]", path.lstrip(".")) if p]
+    tp: Any = RunConfig
+    value = data
+    for p in parts:
+        value = value[int(p)] if isinstance(value, list | tuple) else value.get(p)
+        tp = _fields(tp).get(p) if dataclasses.is_dataclass(tp) else None
+    return parts, tp, value
+
+
+def _refusal(msg: str, key: str, tp: Any, value: Any) -> ConfigError:
+    """msgspec's complaint in the words of a config key."""
+    if got := re.match(r"Expected `array` of length (\d+)", msg):
+        return ConfigError(f"{key} must have {got[1]} entries (got {value!r})")
+    if got := re.match(r"Expected `(.+?)`, got", msg):
+        words = " or ".join(_WORDS.get(w, w) for w in got[1].split(" | "))
+        return ConfigError(f"{key} must be {words} (got {value!r})")
+    if msg.startswith("Invalid enum value") and typing.get_origin(tp) is typing.Literal:
+        choices = ", ".join(map(str, typing.get_args(tp)))
+        return ConfigError(f"{key} must be one of {choices} (got {value!r})")
+    return ConfigError(f"{key}: {msg} (got {value!r})")
+
+
+def _build(data: dict[str, Any]) -> RunConfig:
+    """The validated config of ``data`` (each section's own checks run as it is built)."""
+    _check_keys(RunConfig, data, "")
+    while True:
+        try:
+            return msgspec.convert(data, RunConfig)
+        except msgspec.ValidationError as e:
+            m = _ERROR.match(str(e))
+            msg, path = (m["msg"], m["path"] or "") if m else (str(e), "")
+            parts, tp, value = _located(path, data)
+            if isinstance(value, bool) and {"on", "off"} <= set(typing.get_args(tp)):
+                # YAML 1.1 reads a bare on/off as a boolean; the key means the word
+                node = data
+                for p in parts[:-1]:
+                    node = node[p]
+                node[parts[-1]] = "on" if value else "off"
+                continue
+            raise _refusal(msg, ".".join(parts) or "the config", tp, value) from None
 
 
 def _parse_override(item: str) -> tuple[list[str], Any]:
@@ -167,7 +154,7 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
             raise ConfigError(f"config file {p} must hold a mapping at the top level")
         data = loaded
     data = apply_overrides(data, overrides or [])
-    cfg = _build(RunConfig, data, "")
+    cfg = _build(data)
     # A custom model's module is found next to the config file, and its source hashed now: the
     # identity of what is run is fixed when the config is read, on every rank and in the sweep.
     model = resolve_builder(cfg.model, Path(path).parent if path is not None else None)
@@ -176,11 +163,12 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
 
 def config_from_dict(data: dict[str, Any]) -> RunConfig:
     """A validated RunConfig from a mapping (e.g. a record's ``config``, as ``to_dict`` wrote)."""
-    return _build(RunConfig, data, "")
+    return _build(dict(data))
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:
-    """The config as plain data (tuples become lists) for JSON records."""
+    """The config as plain data (tuples become lists) for JSON records, every key written
+    (``msgspec.to_builtins`` leaves out a dataclass's defaults)."""
     def conv(v: Any) -> Any:
         if isinstance(v, tuple | list):
             return [conv(x) for x in v]

@@ -51,6 +51,7 @@ class StepMeter:
     sentences: int = 0
     loss_sum: float = 0.0
     compute_times: list[float] = field(default_factory=list)
+    step_words: list[int] = field(default_factory=list)  # the record's raw words, per step
     idle_steps: int = 0
     batches: int = 0
     window_start: float = 0.0
@@ -75,6 +76,7 @@ class StepMeter:
             return
         self.step_times.append(dt)
         self.compute_times.append(compute_s)
+        self.step_words.append(words)
         self.idle_steps += int(idle)
         self.batches += int(sentences > 0)
         self.words += words
@@ -101,7 +103,8 @@ class StepMeter:
                 "padded_tokens": self.padded_tokens, "sentences": self.sentences,
                 "loss_sum": self.loss_sum, "window_s": self.window_s,
                 "step_times": self.step_times, "warmup_times": self.warmup_times,
-                "compute_times": self.compute_times, "idle_steps": self.idle_steps,
+                "compute_times": self.compute_times, "step_words": self.step_words,
+                "idle_steps": self.idle_steps,
                 "batches": self.batches, "cpu_s": self.cpu_end - self.cpu_start}
 
 
@@ -184,4 +187,18 @@ def summarize(ranks: list[dict], compute_ranks: list[int], synchronous: bool = T
         # communication, a slower rank); above, MPI progress or Horovod's thread spun too.
         "cpu_busy": (sum(r["cpu_s"] / r["window_s"] for r in comp) / len(comp)
                      if comp and all(r["window_s"] > 0 for r in comp) else None),
+        "raw": raw_steps(compute_ranks, comp),
     }
+
+
+def _us(times: list[float]) -> list[float]:
+    return [round(t, 6) for t in times]  # a microsecond: far below any step's jitter
+
+
+def raw_steps(compute_ranks: list[int], comp: list[dict]) -> dict:
+    """The record's ``raw``: each computing rank's measured step, compute and warm-up times
+    and words per step, so every figure above recomputes from the record alone."""
+    return {"ranks": list(compute_ranks), "step_s": [_us(r["step_times"]) for r in comp],
+            "compute_s": [_us(r["compute_times"]) for r in comp],
+            "words": [list(r["step_words"]) for r in comp],
+            "warmup_s": [_us(r["warmup_times"]) for r in comp]}

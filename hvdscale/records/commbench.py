@@ -3,7 +3,6 @@ transport (``hvdscale commbench``, written by ``hvdscale/study/commbench/launch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
 from hvdscale.records.fields import Doc, Record
@@ -11,8 +10,7 @@ from hvdscale.records.fields import Doc, Record
 W = "study/commbench/launch.py"
 
 
-@dataclass
-class CommbenchRecord(Record):
+class CommbenchRecord(Record, tag="commbench", kw_only=True):
     """One `hvdscale commbench` measurement."""
 
     kind: ClassVar[str] = "commbench"

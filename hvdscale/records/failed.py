@@ -8,8 +8,7 @@ it, and a sweep run again with ``--redo failed`` measures the point again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from hvdscale.records.fields import Doc, Record
 from hvdscale.records.launch import LaunchPlace
@@ -18,14 +17,13 @@ SWEEP = "study/sweep/outcome.py failed_record"
 BOTH = "study/sweep/outcome.py or train/points.py"
 
 
-@dataclass
-class FailedRecord(Record):
+class FailedRecord(Record, tag="failed", kw_only=True):
     """A point that failed."""
 
     kind: ClassVar[str] = "failed"
     summary: ClassVar[str] = "a sweep's point that failed, and why"
 
-    status: Annotated[str, Doc("always failed", writer=BOTH)]
+    status: Annotated[Literal["failed"], Doc("always failed", writer=BOTH)]
     started: Annotated[str, Doc("when its launch (or its turn in one) began", writer=BOTH)]
     finished: Annotated[str, Doc("when the failure was recorded", writer=BOTH)]
     ranks: Annotated[int, Doc("ranks launched", writer=BOTH)]

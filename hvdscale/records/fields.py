@@ -1,209 +1,155 @@
 """How a record kind says what it holds: each field's type, unit, meaning and writer, in one place.
 
-A record kind is a dataclass deriving from ``Record``; each field is annotated
+A record kind is a ``msgspec.Struct`` deriving from ``Record`` with its ``kind`` as the tag
+(``class RunRecord(Record, tag="run", kw_only=True)``); each field is annotated
 ``Annotated[type, Doc("what it is", unit="s", writer="core/meter.py")]``. A nested section is a
-``TypedDict`` whose keys are annotated the same way. From these declarations come the checks a
-file is read with (``Record.from_dict`` names the field that is wrong), the generated
-docs/records.md and the JSON Schema (``hvdscale.records.docs``), so none can drift from the
-code. A writer builds the record with ``Record.assemble``, which refuses a field set by two
-writers (the ``loadavg`` that the meter once silently overwrote).
+``Section`` declared the same way. msgspec holds a file to these declarations (``from_dict``
+names the field that is wrong) and writes the JSON Schema that docs/records.md is generated from
+(``hvdscale.records.docs``), so none can drift from the code. A writer builds the record with
+``Record.assemble``, which refuses a field set by two writers (the ``loadavg`` that the meter
+once silently overwrote).
+
+Compatibility (docs/records.md): a top-level field this hvdscale does not declare is ignored,
+with one note per kind and field on stderr; a section's undeclared keys are ignored.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import types
-import typing
+import json
+import re
+import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import (
-    Annotated,
-    Any,
-    ClassVar,
-    Literal,
-    NotRequired,
-    Required,
-    Union,
-    get_args,
-    get_origin,
-)
+from typing import Any, ClassVar
+
+import msgspec
 
 from hvdscale.errors import RecordError
 
-
-@dataclass(frozen=True)
-class Doc:
-    """A field's meaning, its unit ("" where it has none) and the code that writes it."""
-
-    text: str
-    unit: str = ""
-    writer: str = ""
+UNSET = msgspec.UNSET
+"""A section's optional key that a file left out (it stays out when written back)."""
 
 
-def doc_of(annotation: Any) -> tuple[Any, Doc | None]:
-    """(the bare type, its ``Doc``) of an ``Annotated`` annotation; (annotation, None) else."""
-    if get_origin(annotation) in (NotRequired, Required):  # a section's optional key
-        annotation = get_args(annotation)[0]
-    if get_origin(annotation) is Annotated:
-        bare, *meta = get_args(annotation)
-        return bare, next((m for m in meta if isinstance(m, Doc)), None)
-    return annotation, None
+def Doc(text: str, unit: str = "", writer: str = "") -> msgspec.Meta:
+    """A field's meaning, its unit ("" where it has none) and the code that writes it; the
+    JSON Schema carries the unit and writer as ``x-unit`` and ``x-writer``."""
+    extra = {k: v for k, v in (("x-unit", unit), ("x-writer", writer)) if v}
+    return msgspec.Meta(description=text, extra_json_schema=extra or None)
 
 
-@functools.cache  # resolving annotations is the slow part of reading a record; types are fixed
-def hints(cls: type) -> dict[str, Any]:
-    """The resolved annotations of a record or section type, with their ``Annotated`` docs."""
-    return typing.get_type_hints(cls, include_extras=True)
+def loads(text: str | bytes) -> Any:
+    """A record's JSON: msgspec's decoder (several times the standard library's speed), and
+    the standard library's for the NaN a run's words/s can be (msgspec refuses that literal).
 
-
-def is_section(tp: Any) -> bool:
-    """A ``TypedDict`` section type."""
-    return isinstance(tp, type) and issubclass(tp, dict) and hasattr(tp, "__required_keys__")
-
-
-@functools.cache
-def required_keys(tp: type) -> tuple[str, ...]:
-    """A section's keys a file must hold (``NotRequired`` and a ``total=False`` class's keys
-    are optional; worked out from the hints, which postponed annotations keep intact)."""
-    total = getattr(tp, "__total__", True)
-    return tuple(k for k, h in hints(tp).items()
-                 if get_origin(h) is Required or (total and get_origin(h) is not NotRequired))
-
-
-def _name(tp: Any) -> str:
-    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
-
-
-def _check_union(value: Any, options: tuple, where: str) -> None:
-    errors = []
-    for opt in options:
-        try:
-            check(value, opt, where)
-            return
-        except RecordError as e:
-            errors.append(e)
-    if value is not None and len(options) == 2 and type(None) in options:
-        raise errors[options.index(next(o for o in options if o is not type(None)))]
-    names = " or ".join(_name(o) for o in options)
-    raise RecordError(f"{where} should be {names}, got {type(value).__name__} {value!r:.60}")
-
-
-def _check_section(value: Any, tp: type, where: str) -> None:
-    if not isinstance(value, dict):
-        raise RecordError(f"{where} should be an object ({_name(tp)}), got "
-                          f"{type(value).__name__}")
-    fields = hints(tp)
-    for k in required_keys(tp):
-        if k not in value:
-            raise RecordError(f"{where}.{k} is missing")
-    for k, v in value.items():
-        if k in fields:
-            check(v, doc_of(fields[k])[0], f"{where}.{k}")
-
-
-def check(value: Any, annotation: Any, where: str) -> None:
-    """Raise ``RecordError`` naming ``where`` unless ``value`` is of the declared type.
-
-    Sections are checked key by key; keys a section does not declare are allowed (a strategy's
-    or a framework's own facts), the declared ones must have their types.
+    Raises:
+        ValueError: not JSON (``json.JSONDecodeError``).
     """
-    tp = doc_of(annotation)[0]
-    origin = get_origin(tp)
-    if tp is Any:
-        return
-    if origin in (Union, types.UnionType):
-        return _check_union(value, get_args(tp), where)
-    if origin is Literal:
-        if value not in get_args(tp):
-            raise RecordError(f"{where} should be one of {list(get_args(tp))}, got {value!r}")
-        return
-    if tp is type(None):
-        if value is not None:
-            raise RecordError(f"{where} should be null, got {type(value).__name__}")
-        return
-    if is_section(tp):
-        return _check_section(value, tp, where)
-    if origin is list:
-        if not isinstance(value, list | tuple):  # a writer's tuple is a JSON list
-            raise RecordError(f"{where} should be a list, got {type(value).__name__}")
-        (item,) = get_args(tp) or (Any,)
-        for i, v in enumerate(value):
-            check(v, item, f"{where}[{i}]")
-        return
-    if origin is dict or tp is dict:
-        if not isinstance(value, dict):
-            raise RecordError(f"{where} should be an object, got {type(value).__name__}")
-        return
-    _check_scalar(value, tp, where)
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return json.loads(text)
 
 
-def _check_scalar(value: Any, tp: Any, where: str) -> None:
-    # JSON has one number type: an int is a fine float; a bool is no number.
-    ok = {float: (int, float), int: (int,), str: (str,), bool: (bool,)}.get(tp, (tp,))
-    if (isinstance(value, bool) and tp is not bool) or not isinstance(value, ok):
-        raise RecordError(f"{where} should be {_name(tp)}, got {type(value).__name__} "
-                          f"{value!r:.60}")
+class Section(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A nested object of a record: read as attributes (``rec.step_time.median``).
+
+    Readers written when sections were dicts (``rec.idle["per_rank"]``, ``.get``, ``**``) read
+    the same values by key, a key left UNSET being absent: a bridge while they move to
+    attributes, kept read-only."""
+
+    def keys(self) -> list[str]:
+        """The keys a file holds (those not UNSET)."""
+        return [k for k in self.__struct_fields__ if getattr(self, k) is not UNSET]
+
+    def __getitem__(self, key: str) -> Any:
+        value = getattr(self, key, UNSET) if key in self.__struct_fields__ else UNSET
+        if value is UNSET:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.keys()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``self[key]``, or ``default`` where the section lacks it."""
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def items(self) -> list[tuple[str, Any]]:
+        """(key, value) of the keys a file holds."""
+        return [(k, getattr(self, k)) for k in self.keys()]
 
 
-class Record:
+_AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
+
+
+def _field_error(e: msgspec.ValidationError, where: str, kind: str) -> RecordError:
+    """msgspec's message in this project's shape: the file and line, then the dotted field."""
+    m = _AT.match(str(e))
+    msg, path = (m["msg"], (m["path"] or "").lstrip(".")) if m else (str(e), "")
+    if got := re.match(r"Object missing required field `(.+)`", msg):
+        name = f"{path}.{got[1]}" if path else got[1]
+        return RecordError(f"{where}: field {name!r} of a {kind} record is missing")
+    if got := re.match(r"Expected `(.+)`, got `(.+)`", msg):
+        return RecordError(f"{where}: field {path!r} should be {got[1]}, got {got[2]}")
+    return RecordError(f"{where}: field {path!r}: {msg[0].lower()}{msg[1:]}")
+
+
+_noted: set[tuple[str, str]] = set()
+
+
+def _note_unknown(cls: type[Record], data: Mapping[str, Any], where: str) -> None:
+    """One line on stderr per kind and field this hvdscale does not know (the rule: ignored)."""
+    for name in sorted(set(data) - cls.field_names() - {"kind", "schema"}):
+        if (cls.kind, name) not in _noted:
+            _noted.add((cls.kind, name))
+            sys.stderr.write(f"hvdscale: note: {where}: field {name!r} is not one this "
+                             f"hvdscale's {cls.kind} record knows (a newer hvdscale's?); "
+                             "ignored\n")
+
+
+class Record(msgspec.Struct, kw_only=True, omit_defaults=True, tag_field="kind"):
     """A record kind's base: its ``kind``, reading with checks, writing, and assembling.
 
-    Subclasses are dataclasses whose fields are ``Annotated`` with a ``Doc``; a field with a
-    default is optional in a file (older writers left it out).
+    A field with a default is optional in a file (older writers left it out); an optional field
+    left unset (its default) stays out of the file: absent means "not measured".
     """
 
     kind: ClassVar[str] = ""
     summary: ClassVar[str] = ""  # one line for docs/records.md
 
     @classmethod
-    def field_types(cls) -> dict[str, Any]:
-        """Each field's annotation (with its ``Doc``), in declaration order."""
-        all_hints = hints(cls)
-        return {f.name: all_hints[f.name] for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    @functools.cache
+    def field_names(cls) -> frozenset[str]:
+        """The fields this kind declares."""
+        return frozenset(cls.__struct_fields__)
 
     @classmethod
-    def required_fields(cls) -> list[str]:
-        """The fields every file of this kind holds (those without a default)."""
-        return [f.name for f in dataclasses.fields(cls)  # type: ignore[arg-type]
-                if f.default is dataclasses.MISSING
-                and f.default_factory is dataclasses.MISSING]
+    @functools.cache
+    def _types(cls) -> dict[str, Any]:
+        return {f.name: f.type for f in msgspec.structs.fields(cls)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "record") -> Record:
         """The typed record of ``data`` (a file's JSON object, migrated to the current version).
 
         Raises:
-            RecordError: a required field is missing, a field has the wrong type, or the object
-                has a field the kind does not declare; the message names it and ``where``.
+            RecordError: a required field is missing or a field has the wrong type; the message
+                names it and ``where``.
         """
-        types_ = cls.field_types()
-        required = set(cls.required_fields())
-        unknown = sorted(set(data) - set(types_) - {"kind", "schema"})
-        if unknown:
-            raise RecordError(f"{where}: field {unknown[0]!r} is not one a {cls.kind} record "
-                              f"holds (docs/records.md lists them)")
-        missing = sorted(required - set(data))
-        if missing:
-            raise RecordError(f"{where}: field {missing[0]!r} of a {cls.kind} record is missing")
-        for name, value in data.items():
-            if name in types_:
-                check(value, types_[name], f"{where}: field {name!r}")
-        return cls(**{k: v for k, v in data.items() if k in types_})
+        _note_unknown(cls, data, where)
+        try:
+            return msgspec.convert(data, cls)
+        except msgspec.ValidationError as e:
+            raise _field_error(e, where, cls.kind) from None
 
     def to_dict(self) -> dict[str, Any]:
-        """The record as the JSON object a file holds: its version and kind, then its fields
-        (an optional one only when set)."""
+        """The record as the JSON object a file holds: its version and kind, then its fields."""
         from hvdscale.records.migrate import SCHEMA_VERSION
 
-        out: dict[str, Any] = {"schema": SCHEMA_VERSION, "kind": self.kind}
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
-            value = getattr(self, f.name)
-            # An optional field left unset stays out of the file: absent means "not measured".
-            if value is None and f.default is None:
-                continue
-            out[f.name] = value
-        return out
+        return {"schema": SCHEMA_VERSION, **msgspec.to_builtins(self)}
 
     @classmethod
     def assemble(cls, parts: Mapping[str, Mapping[str, Any]]) -> Record:
@@ -220,21 +166,27 @@ class Record:
                 if name in fields:
                     raise RecordError(f"field {name!r} of the {cls.kind} record is written by "
                                       f"both {by[name]} and {writer}; each field has one writer")
+                if name not in cls.field_names():
+                    raise RecordError(f"{writer} sets field {name!r}, which a {cls.kind} "
+                                      "record does not declare")
                 fields[name], by[name] = value, writer
-        return cls.from_dict(fields, where=f"the {cls.kind} record being written")
+        return cls.from_dict({"kind": cls.kind, **fields},
+                             where=f"the {cls.kind} record being written")
 
     def fill(self, **later: Any) -> None:
         """Set fields a later phase of the run knows (start-up, quality, interval): each once.
 
         Raises:
-            RecordError: the field is already set.
+            RecordError: the field is not declared, already set, or of the wrong type.
         """
-        types_ = self.field_types()
+        types_ = self._types()
         for name, value in later.items():
             if name not in types_:
                 raise RecordError(f"a {self.kind} record has no field {name!r}")
             if getattr(self, name) is not None:
                 raise RecordError(f"field {name!r} of the {self.kind} record is already set; "
                                   "each field has one writer")
-            check(value, types_[name], f"field {name!r}")
-            setattr(self, name, value)
+            try:
+                setattr(self, name, msgspec.convert(value, types_[name]))
+            except msgspec.ValidationError as e:
+                raise _field_error(e, f"field {name!r}", self.kind) from None

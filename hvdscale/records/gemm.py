@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
 from hvdscale.records.fields import Doc, Record
@@ -12,8 +11,7 @@ from hvdscale.records.study import LoadPair
 W = "study/stepcost/gemm.py run_gemm"
 
 
-@dataclass
-class GemmRecord(Record):
+class GemmRecord(Record, tag="gemm", kw_only=True):
     """One `hvdscale gemm` measurement."""
 
     kind: ClassVar[str] = "gemm"

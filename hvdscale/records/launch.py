@@ -8,10 +8,11 @@ one launch, beside what its ranks measured.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Annotated, ClassVar, NotRequired, TypedDict
+from typing import Annotated, ClassVar
 
-from hvdscale.records.fields import Doc, Record
+from msgspec import UnsetType
+
+from hvdscale.records.fields import UNSET, Doc, Record, Section
 
 TIMING_FILE = "sweep_timing.jsonl"
 """A sweep's file of LaunchCost lines, beside its results.jsonl."""
@@ -20,24 +21,23 @@ POINTS = "train/points.py"
 OVERHEAD = "study/sweep/timing.py"
 
 
-class LaunchPlace(TypedDict):
+class LaunchPlace(Section, kw_only=True):
     """Where a point ran in a launch of several (``hvdscale run-points``)."""
 
     id: Annotated[str, Doc("the launch's id (its log files' stem)")]
     position: Annotated[int, Doc("the point's place in the launch, from 0")]
     shared: Annotated[bool, Doc("the launch ran several points")]
-    points: NotRequired[Annotated[int, Doc("points the launch planned")]]
-    after: NotRequired[Annotated[list[str], Doc("labels of the points run before it")]]
-    previous_teardown_s: NotRequired[Annotated[float | None, Doc(
-        "the previous point's teardown", "s")]]
-    rss_mb_before: NotRequired[Annotated[float | None, Doc(
-        "the rank's resident memory when the point started", "MB")]]
-    threads_before: NotRequired[Annotated[int | None, Doc(
-        "the rank's OS threads when the point started")]]
+    points: Annotated[int | UnsetType, Doc("points the launch planned")] = UNSET
+    after: Annotated[list[str] | UnsetType, Doc("labels of the points run before it")] = UNSET
+    previous_teardown_s: Annotated[float | UnsetType | None, Doc(
+        "the previous point's teardown", "s")] = UNSET
+    rss_mb_before: Annotated[float | UnsetType | None, Doc(
+        "the rank's resident memory when the point started", "MB")] = UNSET
+    threads_before: Annotated[int | UnsetType | None, Doc(
+        "the rank's OS threads when the point started")] = UNSET
 
 
-@dataclass
-class LaunchCost(Record):
+class LaunchCost(Record, tag="launch", kw_only=True):
     """One launch of a sweep, as the sweep timed it (one line of ``sweep_timing.jsonl``)."""
 
     kind: ClassVar[str] = "launch"

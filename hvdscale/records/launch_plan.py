@@ -7,15 +7,14 @@ every record, so a bad file is one line naming the field.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Annotated, ClassVar, TypedDict
+from typing import Annotated, ClassVar
 
-from hvdscale.records.fields import Doc, Record
+from hvdscale.records.fields import Doc, Record, Section
 
 SWEEP = "study/sweep/shared_launch.py"
 
 
-class PlannedPoint(TypedDict):
+class PlannedPoint(Section, kw_only=True):
     """One point of a plan: its label and how ``hvdscale run`` would be called."""
 
     label: Annotated[str, Doc("the point's label in the sweep's progress lines")]
@@ -23,8 +22,7 @@ class PlannedPoint(TypedDict):
     sets: Annotated[list[str], Doc("its --set overrides, in order")]
 
 
-@dataclass
-class LaunchPlan(Record):
+class LaunchPlan(Record, tag="launch_plan", kw_only=True):
     """What one shared launch runs (``logs/<launch>.plan.json``)."""
 
     kind: ClassVar[str] = "launch_plan"

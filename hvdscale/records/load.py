@@ -69,7 +69,7 @@ class HostLoad:
 def record_demand(rec: RunRecord) -> int | None:
     """Ranks on rank 0's host x intra-op threads per rank, from a run record; None if it does
     not say (a record from before threads were recorded)."""
-    threads = rec.threads.get("intra_op")
+    threads = rec.threads.intra_op
     if not isinstance(threads, int) or threads < 1:
         return None
     hosts = rec.rank_hosts or []

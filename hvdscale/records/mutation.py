@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
 from hvdscale.records.fields import Doc, Record
@@ -11,8 +10,7 @@ from hvdscale.records.fields import Doc, Record
 W = "the mutation harness (tools/mutation)"
 
 
-@dataclass
-class MutationRecord(Record):
+class MutationRecord(Record, tag="mutation", kw_only=True):
     """One module's mutation run."""
 
     kind: ClassVar[str] = "mutation"

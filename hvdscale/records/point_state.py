@@ -7,7 +7,6 @@ point's end, and know where a launch that ended early was.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, ClassVar, Literal
 
 from hvdscale.records.fields import Doc, Record
@@ -15,8 +14,7 @@ from hvdscale.records.fields import Doc, Record
 POINTS = "train/points.py"
 
 
-@dataclass
-class PointState(Record):
+class PointState(Record, tag="point_state", kw_only=True):
     """A point's start or end in a shared launch (``logs/<launch>.state.jsonl``)."""
 
     kind: ClassVar[str] = "point_state"

@@ -13,13 +13,12 @@ its kind (docs/records.md); a bad one raises ``HvdscaleError`` naming the file, 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from hvdscale.errors import HvdscaleError
-from hvdscale.records.fields import Record
+from hvdscale.records.fields import Record, loads
 from hvdscale.records.kinds import typed
 from hvdscale.records.launch import TIMING_FILE
 from hvdscale.records.store import load_records
@@ -55,8 +54,8 @@ def _timing(path: Path) -> list[Record]:
 
 def _object(text: str, where: str) -> dict[str, Any]:
     try:
-        got = json.loads(text)
-    except json.JSONDecodeError:
+        got = loads(text)
+    except ValueError:
         raise HvdscaleError(f"{where} is not JSON") from None
     if not isinstance(got, dict):
         raise HvdscaleError(f"{where} is not a JSON object")
@@ -89,11 +88,33 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
 
 def rows(records: Iterable[Record]) -> list[dict[str, Any]]:
     """One flat row per record: its kind, then every field, nested sections flattened with
-    dotted names (``step_time.median``, ``config.strategy.name``); lists stay lists.
+    dotted names (``step_time.median``, ``config.strategy.name``); lists stay lists, and a run
+    record's per-step ``raw`` lists stay out (``steps`` gives them as a table of their own).
     ``pandas.DataFrame(rows(recs))`` takes them as they are."""
     out = []
     for rec in records:
         row: dict[str, Any] = {}
-        _flatten("", rec.to_dict(), row)
+        data = rec.to_dict()
+        data.pop("raw", None)
+        _flatten("", data, row)
         out.append(row)
+    return out
+
+
+def steps(records: Iterable[Record]) -> list[dict[str, Any]]:
+    """One row per run record, computing rank and measured step, from each record's ``raw``
+    (records written before it have none and give no rows): ``record`` (the record's place in
+    ``records``), ``name``, ``strategy``, ``ranks``, ``rank``, ``step`` (from 0), ``step_s``,
+    ``compute_s`` and ``words``. ``pandas.DataFrame(steps(recs))`` is the long table."""
+    out = []
+    for i, rec in enumerate(records):
+        raw = getattr(rec, "raw", None)
+        if raw is None:
+            continue
+        head = {"record": i, "name": rec.name, "strategy": rec.strategy_name,
+                "ranks": rec.ranks}
+        for rank, times, compute, words in zip(raw.ranks, raw.step_s, raw.compute_s,
+                                               raw.words, strict=True):
+            out += [{**head, "rank": rank, "step": n, "step_s": t, "compute_s": c, "words": w}
+                    for n, (t, c, w) in enumerate(zip(times, compute, words, strict=True))]
     return out

@@ -9,8 +9,7 @@ the report, predictor and sweep share.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from hvdscale.records.fields import Doc, Record
 from hvdscale.records.launch import LaunchPlace
@@ -24,8 +23,10 @@ from hvdscale.records.sections import (
     Measure,
     Memory,
     Padding,
+    RankIdle,
     RankTime,
     RankWindow,
+    Raw,
     StepTime,
     Threads,
 )
@@ -34,14 +35,13 @@ from hvdscale.records.startup import Startup
 RUNNER = "train/runner.py"
 
 
-@dataclass
-class RunRecord(Record):
+class RunRecord(Record, tag="run", kw_only=True):
     """One completed training run."""
 
     kind: ClassVar[str] = "run"
     summary: ClassVar[str] = "a completed training run: one point of a sweep"
 
-    status: Annotated[str, Doc("always ok (a failed point is a failed record)", writer=RECORD)]
+    status: Annotated[Literal["ok"], Doc("a failed point is a failed record", writer=RECORD)]
     name: Annotated[str, Doc("the config's name", writer=RECORD)]
     started: Annotated[str, Doc("when the run started (ISO 8601, UTC)", writer=RECORD)]
     finished: Annotated[str, Doc("when rank 0 wrote the record (ISO 8601, UTC)", writer=RECORD)]
@@ -113,6 +113,8 @@ class RunRecord(Record):
                                              writer="train/blocks.py")] = None
     launch: Annotated[LaunchPlace | None, Doc("its place in a launch of several points",
                                               writer="train/points.py")] = None
+    raw: Annotated[Raw | None, Doc("each computing rank's per-step times and words (absent "
+                                   "in records written before issue 61)", writer=METER)] = None
 
     @property
     def ok(self) -> bool:
@@ -142,32 +144,32 @@ class RunRecord(Record):
     @property
     def measured_steps(self) -> int:
         """Steps in the measured window."""
-        return self.measure["steps"]
+        return self.measure.steps
 
     @property
     def step_median_s(self) -> float:
         """The median step time over the window."""
-        return self.step_time["median"]
+        return self.step_time.median
 
     @property
     def intra_op_threads(self) -> int:
         """Intra-op threads a rank used."""
-        return self.threads.get("intra_op", 1) or 1
+        return self.threads.intra_op or 1
 
     @property
     def idle_fraction(self) -> float:
         """Share of the computing ranks' time spent waiting (0 where unmeasured)."""
-        return self.idle.get("idle_fraction", 0.0)
+        return self.idle.idle_fraction or 0.0
 
     @property
     def idle_ms_per_step(self) -> float:
         """Milliseconds per step a computing rank waits, mean over ranks (0: unmeasured)."""
-        return self.idle.get("idle_ms_per_step", 0.0)
+        return self.idle.idle_ms_per_step or 0.0
 
     @property
-    def idle_per_rank(self) -> list[dict[str, Any]]:
+    def idle_per_rank(self) -> list[RankIdle]:
         """Per computing rank: its idle."""
-        return list(self.idle.get("per_rank", []))
+        return list(self.idle.per_rank or [])
 
     @property
     def timeline_summary(self) -> dict[str, Any]:

@@ -14,13 +14,13 @@ Records written before start-up was measured have no ``startup``.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 from hvdscale.core.startup import PHASES
-from hvdscale.records.fields import Doc
+from hvdscale.records.fields import Doc, Section
 
 
-class Startup(TypedDict):
+class Startup(Section, kw_only=True):
     """The run record's ``startup`` section."""
 
     phases: Annotated[list[str], Doc("the phases, in the order they run")]

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
 from hvdscale.records.fields import Doc, Record
@@ -12,8 +11,7 @@ W = "bench/bench_startup.py"
 EMIT = "bench/emit.py (the load while the bench ran)"
 
 
-@dataclass
-class StartupBenchRecord(Record):
+class StartupBenchRecord(Record, tag="startup_bench", kw_only=True):
     """One run of the start-up bench."""
 
     kind: ClassVar[str] = "startup_bench"

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hvdscale.errors import HvdscaleError
-from hvdscale.records.fields import Record
+from hvdscale.records.fields import Record, loads
 
 RESULTS_FILE = "results.jsonl"
 
@@ -214,8 +214,8 @@ def load_records(path: str | Path) -> list[tuple[str, Record]]:
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
+                rec = loads(line)
+            except ValueError:
                 raise HvdscaleError(f"{f}:{n} is not a JSON record") from None
             if not isinstance(rec, dict):
                 raise HvdscaleError(f"{f}:{n} is not a JSON record (an object {{...}}), but "

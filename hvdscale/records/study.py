@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, TypedDict
+from typing import Annotated
 
-from hvdscale.records.fields import Doc
+from hvdscale.records.fields import Doc, Section
 
 
-class LoadPair(TypedDict):
+class LoadPair(Section, kw_only=True):
     """The host's 1, 5, 15 min load before and after the measurement."""
 
     before: Annotated[list[float], Doc("load averages before")]

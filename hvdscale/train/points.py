@@ -30,12 +30,12 @@ from hvdscale.core import faults, startup
 from hvdscale.core.progress import ProgressSettings, start_progress
 from hvdscale.core.supervise import abort_job, start_deadline, stop_deadline
 from hvdscale.core.world import is_gloo_launch, launch_rank
-from hvdscale.errors import HvdscaleError
+from hvdscale.errors import ConfigError, HvdscaleError
 from hvdscale.records.failed import FailedRecord
 from hvdscale.records.launch_plan import LaunchPlan, PlannedPoint
 from hvdscale.records.point_state import PointState
 from hvdscale.records.store import append_line, append_record, read_record_file, record_key
-from hvdscale.train.agree import agree
+from hvdscale.train.agree import Agreement, agree
 from hvdscale.train.runner import LaunchParts, PointRun, prepare_launch, run_prepared
 from hvdscale.train.teardown import teardown
 
@@ -101,7 +101,7 @@ def run_points(plan: LaunchPlan, out_dir: str | Path, settings: ProgressSettings
         if k:
             startup.begin()
         failed += not _one_point(launch, k, p)
-        launch.after = (*launch.after, p["label"])
+        launch.after = (*launch.after, p.label)
     return failed
 
 
@@ -113,12 +113,16 @@ def _one_point(launch: _Launch, k: int, p: PlannedPoint) -> bool:
             "after": list(launch.after), "shared": True,
             "previous_teardown_s": launch.teardown_s, **process_state()}
     point = PointRun(launch.argv, started, launch=info)
-    faults.set_scope(" ".join(f"--set {x}" for x in p["sets"]) + " ")  # as `hvdscale run` reads
-    _state(launch.plan, position=k, event="start", label=p["label"])
-    cfg, ok, error = None, True, ""
+    faults.set_scope(" ".join(f"--set {x}" for x in p.sets) + " ")  # as `hvdscale run` reads
+    _state(launch.plan, position=k, event="start", label=p.label)
+    cfg, ok, error, refused = None, True, "", False
     progress = start_progress(launch.settings, rank)
     try:
-        cfg = load_config(p["config"], list(p["sets"]))
+        try:
+            cfg = load_config(p.config, list(p.sets))
+        except ConfigError:
+            refused = True  # the plan's own input, read alike on every rank
+            raise
         start_deadline(cfg.measure.run_deadline_s(), rank)
         faults.maybe_fault(rank, "config")
         if launch.parts is None:
@@ -132,14 +136,17 @@ def _one_point(launch: _Launch, k: int, p: PlannedPoint) -> bool:
             gc.freeze()
         run_prepared(launch.parts, cfg, launch.out_dir, point, progress)
     except Exception as e:  # a failed point: the ranks agree below whether the launch goes on
-        ok, error = False, _describe(e, rank, k, p["label"]) or type(e).__name__
+        ok, error = False, _describe(e, rank, k, p.label) or type(e).__name__
     finally:
         progress.close()
-    if launch.agreements is None:  # failed before MPI existed: nothing to agree on
-        raise HvdscaleError(f"point {k + 1} ({p['label']}): {error}")
-    said = agree(launch.agreements, ok, error)
+    if launch.agreements is None and not refused:  # failed before MPI: nothing to agree on
+        raise HvdscaleError(f"point {k + 1} ({p.label}): {error}")
+    # A config every rank refused needs no agreement (each read the same file and --set keys):
+    # the point failed on every rank, and the launch goes on to the next.
+    said = (Agreement([False] * launch_size(), [error] * launch_size())
+            if launch.agreements is None else agree(launch.agreements, ok, error))
     if not (said.all_ok or said.all_failed):
-        _end_launch(said.ok, k, p["label"])
+        _end_launch(said.ok, k, p.label)
     t0 = time.perf_counter()
     teardown(point.held, launch.parts.fw if launch.parts else None)
     launch.teardown_s = round(time.perf_counter() - t0, 4)
@@ -149,6 +156,18 @@ def _one_point(launch: _Launch, k: int, p: PlannedPoint) -> bool:
     _state(launch.plan, position=k, event="end", status="ok" if said.all_ok else "failed",
            teardown_s=launch.teardown_s)
     return said.all_ok
+
+
+SIZE_ENV_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE", "SLURM_NTASKS", "HOROVOD_SIZE")
+"""Where a launcher states the job's size (read before MPI starts)."""
+
+
+def launch_size() -> int:
+    """The job's ranks as the launcher's environment states them (1 when not launched)."""
+    for var in SIZE_ENV_VARS:
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return 1
 
 
 def _describe(e: Exception, rank: int, k: int, label: str) -> str:
@@ -185,9 +204,9 @@ def _failed_record(launch: _Launch, cfg: RunConfig | None, point: PointRun,
     known = {} if cfg is None else {
         "name": cfg.name, "key": record_key(cfg), "config": to_dict(cfg),
         "workers": cfg.strategy.workers(len(errors))}
-    append_record(launch.out_dir, FailedRecord(
+    append_record(launch.out_dir, FailedRecord.from_dict(dict(
         status="failed", started=point.started,
         finished=datetime.now(UTC).isoformat(timespec="seconds"), ranks=len(errors),
         error=f"failed on every rank: {first}", errors_per_rank=errors, launch=point.launch,
-        **known))
+        **known)))
 

@@ -45,14 +45,17 @@ def _threads(ctx: RunContext) -> dict[str, Any]:
 
 
 def build_record(ctx: RunContext, strategy: Strategy, adapter: Adapter, data: RunData,
-                 schedule: Schedule, ranks: list[dict]) -> RunRecord:
+                 schedule: Schedule, ranks: list[dict], steps_run: int | None = None
+                 ) -> RunRecord:
     """The record of a completed run (rank 0), from every rank's ``rank_entry`` in rank order:
-    each part from its one writer (``RunRecord.assemble`` refuses a field set twice)."""
+    each part from its one writer (``RunRecord.assemble`` refuses a field set twice).
+    ``steps_run``: the steps measured when a target ended the run (None: the schedule's)."""
     compute = [r["rank"] for r in ranks if r["computes"]]
     window = summarize(ranks, compute, strategy.synchronous)
     return RunRecord.assemble({
         "train/record.py _identity": _identity(ctx),
-        "train/record.py _run_facts": _run_facts(ctx, strategy, adapter, data, schedule),
+        "train/record.py _run_facts": _run_facts(ctx, strategy, adapter, data, schedule,
+                                                 steps_run),
         "train/record.py _per_rank": _per_rank(ctx, ranks, window),
         "core/meter.py summarize": window,
     })
@@ -77,13 +80,14 @@ def _identity(ctx: RunContext) -> dict[str, Any]:
 
 
 def _run_facts(ctx: RunContext, strategy: Strategy, adapter: Adapter, data: RunData,
-               schedule: Schedule) -> dict[str, Any]:
+               schedule: Schedule, steps_run: int | None) -> dict[str, Any]:
     """The strategy's, model's, data's and schedule's facts."""
     return {
         "strategy": strategy.info(), "model_params": adapter.num_params,
         "vocab": {"src": data.src_vocab, "tgt": data.tgt_vocab},
         "truncated_sentences_rank0": data.corpus.truncated,
-        "measure": {"warmup_steps": schedule.warmup_steps, "steps": schedule.steps,
+        "measure": {"warmup_steps": schedule.warmup_steps,
+                    "steps": schedule.steps if steps_run is None else steps_run,
                     "epochs": schedule.epochs, "aligned_buckets": schedule.aligned,
                     "bucketing_mode": schedule.mode,
                     "batches_per_rank": list(schedule.batches_per_rank)},

@@ -207,7 +207,7 @@ def _train(ctx: RunContext, strategy_cfg: StrategyConfig, progress: ProgressRepo
                             "startup": clock.entry()})
     if rank != 0:
         return None
-    record = build_record(ctx, strategy, adapter, data, schedule, ranks)
+    record = build_record(ctx, strategy, adapter, data, schedule, ranks, hooks.steps_run)
     record.fill(startup=summarize_startup([r["startup"] for r in ranks]))
     hooks.complete(record, optim_used)
     if point.launch is not None:
@@ -235,15 +235,19 @@ class _StopHooks:
             if h is not None:
                 h.begin()
 
+    @property
+    def steps_run(self) -> int | None:
+        """The measured steps when a target ended the run (not the cap); None: the schedule's."""
+        if self.tracker is not None and self.tracker.measure.until.active:
+            return self.tracker.steps
+        return self.blocks.steps if self.blocks is not None else None
+
     def complete(self, record: RunRecord, optim_used: Any) -> None:
-        """Rank 0: what the hooks add to the record (the steps run, not the cap)."""
+        """Rank 0: what the hooks add to the record."""
         if self.tracker is not None:
             record.fill(quality=self.tracker.summary(optim_used))
-            if self.tracker.measure.until.active:
-                record.measure["steps"] = self.tracker.steps
         if self.blocks is not None:
             record.fill(interval=self.blocks.summary())
-            record.measure["steps"] = self.blocks.steps
 
 
 def _plan_steps(cfg: RunConfig, world: World, adapter: Any, strategy: Any,

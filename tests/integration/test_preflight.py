@@ -66,9 +66,8 @@ def test_run_points_records_a_refused_point_with_both_problems(tmp_path: Path) -
     sets = ["precision=tf32", "strategy.name=ps", "strategy.ps.num_servers=3",
             "measure.warmup_steps=1", "measure.steps=2"]
     plan = tmp_path / "plan.json"
-    write_record_file(plan, LaunchPlan("L1", [PlannedPoint(label="refused",
-                                                           config="configs/demo.yaml",
-                                                           sets=sets)], ""))
+    write_record_file(plan, LaunchPlan(launch="L1", points=[PlannedPoint(
+        label="refused", config="configs/demo.yaml", sets=sets)]))
     r = subprocess.run(["mpirun", "-np", "2", sys.executable, "-m", "hvdscale", "run-points",
                         str(plan), "--out", str(tmp_path / "out")], cwd=ROOT, env=ENV,
                        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)

@@ -31,7 +31,7 @@ def test_a_launch_returns_its_own_record_and_a_failure_says_why(tmp_path: Path) 
                      RunLaunch(quiet=True, env={"TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=ROOT))
     assert rec.status == "ok" and rec.ranks == 2 and rec.name != "earlier"
     # both ranks on this host: Open MPI's fabric transport left out (core/threads.py)
-    assert rec.threads.get("mpi_btl") == "^ofi"
+    assert rec.threads.mpi_btl == "^ofi"
     with pytest.raises(HvdscaleError, match=r"np=2 failed .*model.kind must be one of") as e:
         launch_run(2, ROOT / "configs" / "demo.yaml", out, ["model.kind=bogus"],
                    RunLaunch(cwd=ROOT))

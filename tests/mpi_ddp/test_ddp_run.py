@@ -58,8 +58,8 @@ def test_an_epoch_run_with_idle_ranks_finishes(idle, comm_world) -> None:
         assert rec is not None
         assert rec.strategy["join"]["used"] == (idle == "join")
         # A rank really ran out of batches and stepped idle (else nothing idle was tested).
-        assert len(set(rec.measure["batches_per_rank"])) > 1, rec.measure
-        assert rec.idle["ranks_out_of_batches"], rec.idle
+        assert len(set(rec.measure.batches_per_rank)) > 1, rec.measure
+        assert rec.idle.ranks_out_of_batches, rec.idle
         # Every rank's replica ends the same (join: DDP copies the last rank's parameters).
         prints = {(round(f["sum"], 6), round(f["l2"], 6)) for f in rec.fingerprints}
         assert len(prints) == 1, rec.fingerprints

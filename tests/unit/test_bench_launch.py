@@ -7,7 +7,6 @@ another bench or the tests."""
 from __future__ import annotations
 
 import ast
-import dataclasses
 import os
 import re
 import shlex
@@ -139,7 +138,7 @@ def test_bench_stands_on_the_package(name: str) -> None:
 def _record_fields() -> set[str]:
     """The fields of the records a results directory holds (a run's, a failed point's): read
     as the typed record's attributes, never by key."""
-    return {f.name for kind in (RunRecord, FailedRecord) for f in dataclasses.fields(kind)}
+    return {f for kind in (RunRecord, FailedRecord) for f in kind.field_names()}
 
 
 def _keyed(node: ast.AST) -> tuple[ast.AST | None, ast.AST | None]:

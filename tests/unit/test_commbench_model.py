@@ -112,6 +112,7 @@ def test_summary_holds_per_rank_times_and_breakdown_sums_exactly() -> None:
         return {"rank": r, "words": words, "loss_tokens": 0, "padded_tokens": words,
                 "sentences": 1, "loss_sum": 0.0, "window_s": window, "step_times": steps,
                 "warmup_times": [], "compute_times": compute, "idle_steps": 0, "batches": 2,
+                "step_words": [words // len(steps)] * len(steps),
                 "cpu_s": window}
 
     one = summarize([rank(0, [1.0, 1.0], [0.8, 0.8], 200, 2.0)], [0])

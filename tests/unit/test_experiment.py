@@ -142,7 +142,7 @@ def test_report_names_a_foreign_record(tmp_path: Path) -> None:
     append_record(tmp_path, _rec(1, 1.0))
     with open(tmp_path / "results.jsonl", "a") as f:
         f.write(json.dumps({"status": "ok", "words_per_s": 3}) + "\n")
-    with pytest.raises(HvdscaleError, match=r"results.jsonl:2: field 'argv' of a run record "
+    with pytest.raises(HvdscaleError, match=r"results.jsonl:2: field 'name' of a run record "
                                             r"is missing"):
         write_report(tmp_path)
     assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 2

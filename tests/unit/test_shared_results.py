@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from hvdscale.errors import HvdscaleError
@@ -48,12 +49,15 @@ class Colleague:
     group: str
     gid: int
     shared: Path
+    lib: Path
+    """A copy of msgspec (the record kinds' one dependency) the colleague's Python can read."""
 
     def python(self, code: str) -> subprocess.CompletedProcess:
         """``code`` run as the colleague (umask 002) by the system's Python, importing this
         worktree's hvdscale (the store and the record kinds need nothing outside the standard
-        library)."""
-        prelude = f"import os, sys; os.umask(0o002); sys.path.insert(0, {str(ROOT)!r}); "
+        library but msgspec, copied where the colleague can read it)."""
+        prelude = (f"import os, sys; os.umask(0o002); sys.path[:0] = [{str(ROOT)!r}, "
+                   f"{str(self.lib)!r}]; ")
         return subprocess.run(["runuser", "-u", self.user, "--", "/usr/bin/python3", "-c",
                                prelude + code], capture_output=True, text=True, timeout=60,
                               env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
@@ -78,7 +82,9 @@ def colleague() -> Iterator[Colleague]:
         shared.mkdir()
         os.chown(shared, 0, gid)
         shared.chmod(0o2775)  # group-writable, setgid: new files belong to the group
-        yield Colleague(user, group, gid, shared)
+        lib = top / "lib"
+        shutil.copytree(Path(msgspec.__file__).parent, lib / "msgspec")
+        yield Colleague(user, group, gid, shared, lib)
     finally:
         subprocess.run(["userdel", user], capture_output=True)
         subprocess.run(["groupdel", group], capture_output=True)

@@ -85,7 +85,7 @@ def test_one_launch_per_round_and_rank_count_in_rotated_order(tmp_path: Path,
     assert [o.status for o in result.outcomes] == ["ok"] * 18
     assert len(fake_mpirun.read_text().splitlines()) == 6  # 2 rank counts x 3 rounds
     recs = read_records(spec.out)
-    assert [r.launch["position"] for r in recs] == [0, 1, 2] * 6
+    assert [r.launch.position for r in recs] == [0, 1, 2] * 6
     progress = [s for s in said if ": ok " in s]
     assert progress[0].startswith("[1/18] round 1/3 torch horovod np=1: ok 100.0 words/s in ")
     assert progress[6].startswith("[7/18] round 2/3 torch ps np=1: ok")
@@ -118,7 +118,7 @@ def test_a_launch_that_ends_inside_a_point_runs_the_rest_in_a_fresh_one(
     assert any("running them in a fresh launch" in s and "torch independent np=2" in s
                for s in said), said
     failed = [r for r in read_records(spec.out) if isinstance(r, FailedRecord)]
-    assert len(failed) == 1 and failed[0].launch["position"] == 1
+    assert len(failed) == 1 and failed[0].launch.position == 1
     assert failed[0].strategy_name == "ps"
 
 
@@ -147,7 +147,7 @@ def test_the_plan_a_launch_reads_is_checked(tmp_path: Path) -> None:
                          ('{"schema": 9, "kind": "launch_plan"}', "newer hvdscale"),
                          ('{"kind": "launch_plan", "points": []}', "field 'launch'"),
                          ('{"kind": "launch_plan", "launch": "x", "points": [{"label": 1}]}',
-                          "field 'points'"),
+                          "field 'points"),
                          ('{"kind": "point_state", "at": 1, "position": 0, "event": "end"}',
                           "one launch_plan record"),
                          ('{"kind": "launch_plan", "launch": "x", "points": []}', "no points")):

@@ -120,8 +120,7 @@ def test_every_bad_results_file_is_named_with_its_line(tmp_path: Path) -> None:
     f.write_text(f"{a}\nnot json\n")
     assert refused(f) == f"{f}:2 is not a JSON record"
     f.write_text(f'{a}\n{{"a": 1}}\n')  # an object, but no record of any kind
-    assert refused(f) == (f"{f}:2: field 'a' is not one a run record holds (docs/records.md "
-                          "lists them)")
+    assert refused(f) == f"{f}:2: field 'status' of a run record is missing"
     f.write_text("[" + ", ".join(["1"] * 30) + "]\n")
     assert refused(f) == (f"{f}:1 is not a JSON record (an object {{...}}), but list "
                           "[1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, ")

@@ -5,7 +5,11 @@ ordered, fitted and built as its entry says."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +26,7 @@ from hvdscale.study.sweep.plan import Point, parse_strategies
 from hvdscale.train.noise_scale import why_not
 from tests.records_fixture import run_record
 
+ROOT = Path(__file__).resolve().parents[2]
 BUILT = ("horovod", "independent", "ps", "ddp", "mwms")
 
 
@@ -68,6 +73,19 @@ def test_a_plugin_that_cannot_be_imported_is_one_clear_error() -> None:
     with pytest.raises(HvdscaleError, match=r"HVDSCALE_STRATEGY_PLUGINS: cannot import "
                                             r"'no_such_plugin_module'"):
         registry.load_plugins("no_such_plugin_module")
+
+
+def test_a_plugin_whose_import_raises_is_one_line_without_a_traceback(tmp_path) -> None:
+    (tmp_path / "broken_plugin_61.py").write_text("x = 1\nraise RuntimeError('plugin broke')\n")
+    env = {**os.environ, registry.PLUGINS_ENV: "broken_plugin_61",
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    got = subprocess.run([sys.executable, "-m", "hvdscale", "run", "configs/demo.yaml"],
+                         env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert got.returncode != 0
+    assert "Traceback" not in got.stderr
+    (line,) = got.stderr.strip().splitlines()
+    assert ("HVDSCALE_STRATEGY_PLUGINS: importing 'broken_plugin_61' raised RuntimeError: "
+            "plugin broke (") in line and "broken_plugin_61.py:2)" in line
 
 
 def test_config_reads_the_registry(tiny: registry.StrategySpec) -> None:

@@ -54,7 +54,7 @@ def test_stops_at_the_target_and_records_the_curve(tmp_path: Path) -> None:
     assert curve[-1]["perplexity"] <= target  # stopped at the first point that met it
     assert all(p["perplexity"] > target for p in curve[:-1])
     assert [p["step"] for p in curve] == list(range(10, 10 * len(curve) + 1, 10))
-    assert q["steps"] == curve[-1]["step"] == rec.measure["steps"]
+    assert q["steps"] == curve[-1]["step"] == rec.measure.steps
     # The warm-up step (measure.warmup_steps=1) is a real update on a real batch: it counts in
     # the updates and the words, while the measured window (rec) leaves it out.
     assert q["warmup_steps"] == 1 and q["updates"] == q["steps"] + 1
@@ -69,7 +69,7 @@ def test_stops_at_the_target_and_records_the_curve(tmp_path: Path) -> None:
     # by a preemption inside it: a few ms either way (issue 49: 2.5 and 4.3 ms, two runs in
     # four at load 2.3, when this step took 4-8 ms and the bound was half of it).
     window = rec.per_rank[0]
-    assert rec.step_time["max"] >= SLOW_S  # step 0 was the slow one, inside the window
+    assert rec.step_time.max >= SLOW_S  # step 0 was the slow one, inside the window
     assert abs(window["window_s"] - q["train_s"]) < 0.5 * SLOW_S
     assert math.isclose(q["floor_perplexity"], math.exp(q["floor_loss"]))
 

@@ -46,7 +46,7 @@ MEASURED = (RunRecord, GemmRecord, ProfileRecord, BatchRecord)
 def _gpu(rec: RunRecord | GemmRecord | ProfileRecord | BatchRecord) -> tuple[bool, str | None]:
     """(it ran on a GPU, the GPU's model where the record names it)."""
     if isinstance(rec, RunRecord):
-        gpu = rec.device.get("gpu")
+        gpu = rec.device.gpu
     elif isinstance(rec, ProfileRecord):
         gpu = rec.gpu
     else:  # a GEMM curve says only its device; a batch record none

@@ -56,7 +56,7 @@ def _point_row(s: Setting, rounds: list[RunRecord | None]) -> dict[str, Any]:
             "cycle_ms": s.effective()[1], "overlap": s.overlap, "repeats": len(recs),
             "words_per_s": _med(wps), "words_per_s_all": wps_all,
             "spread_pct": (100 * (max(wps) - min(wps)) / _med(wps)) if len(wps) > 1 else None,
-            "non_compute_ms": _med([r.idle.get("idle_ms_per_step") for r in recs]),
+            "non_compute_ms": _med([r.idle_ms_per_step for r in recs]),
             "step_ms": _med([r.step_median_s * 1e3 for r in recs]),
             "allreduce_ms": _med([_timeline_median(r, "allreduce_ms") for r in recs]),
             "fused_buffers": _med([_timeline_median(r, "fused_buffers") for r in recs]),

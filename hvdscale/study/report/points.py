@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hvdscale.records.experiment import differences, experiment_id, series_label
-from hvdscale.records.fields import Record
+from hvdscale.records.fields import UNSET, Record
 from hvdscale.records.load import record_load
 from hvdscale.records.run import RunRecord
 from hvdscale.study.paired.recommend import paired_summary
@@ -108,7 +108,7 @@ def _median_of(recs: list[RunRecord], get: Callable[[RunRecord], Any]) -> float 
             v = get(r)
         except (KeyError, TypeError, IndexError):
             continue
-        if v is not None:
+        if v is not None and v is not UNSET:  # UNSET: a section's key an older file lacks
             vals.append(v)
     return statistics.median(vals) if vals else None
 
@@ -155,21 +155,21 @@ def _point(label: str, ranks: int, recs: list[RunRecord]) -> Point:
         steps=recs[-1].measured_steps,
         time_s=statistics.median(r.window_s for r in recs),
         words_per_s=statistics.median(r.words_per_s for r in recs), repeats=len(recs),
-        jitter_ms=statistics.median(r.step_time["jitter"] for r in recs) * 1e3,
+        jitter_ms=statistics.median(r.step_time.jitter for r in recs) * 1e3,
         placement=cfg.get("strategy", {}).get("ps", {}).get("placement", "")
         if cfg.get("strategy", {}).get("name") == "ps" else "",
         tokens_per_batch=bucketing.get("tokens_per_batch", 0) if bucketing.get("enabled") else 0,
-        real_tokens=_median_of(recs, lambda r: r.padding["window"]["words"]),
-        token_slots=_median_of(recs, lambda r: r.padding["window"]["slots"]),
+        real_tokens=_median_of(recs, lambda r: r.padding.window.words),
+        token_slots=_median_of(recs, lambda r: r.padding.window.slots),
         padded_pct=_median_of(recs, lambda r: 100 * r.padded_fraction),
         unbucketed_padded_pct=_median_of(
-            recs, lambda r: 100 * r.padding["epoch_unbucketed"]["padded_fraction"]),
+            recs, lambda r: 100 * r.padding.epoch_unbucketed.padded_fraction),
         pad_to_max_padded_pct=_median_of(
-            recs, lambda r: 100 * r.padding["epoch_pad_to_max"]["padded_fraction"]),
-        work_ratio=_median_of(recs, lambda r: r.padding["window"]["work_ratio"]),
+            recs, lambda r: 100 * r.padding.epoch_pad_to_max.padded_fraction),
+        work_ratio=_median_of(recs, lambda r: r.padding.window.work_ratio),
         # A record without idle figures leaves the cell empty (KeyError), not 0.
-        idle_ms_per_step=_median_of(recs, lambda r: r.idle["idle_ms_per_step"]),
-        idle_pct=_median_of(recs, lambda r: 100 * r.idle["idle_fraction"]),
+        idle_ms_per_step=_median_of(recs, lambda r: r.idle.idle_ms_per_step),
+        idle_pct=_median_of(recs, lambda r: 100 * r.idle.idle_fraction),
         idle_per_rank=idle_ms, out_of_batches=out_of, records=list(recs))
     return _noise(point, recs)
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from hvdscale.config import load_config, to_dict
 from hvdscale.records.batch import BatchRecord
+from hvdscale.records.study import LoadPair
 from hvdscale.study.plotting import figure
 
 STRATEGY = "independent"  # one rank, no communication: compute speed only
@@ -74,7 +75,7 @@ def run_batch_sweep(config: str, batches: list[int], overrides: list[str] | None
         hidden=h, threads=threads, points=points,
         gemm={"peak": res["peak"], "rows": res["rows"], "gates": g.gates,
               "repeats": g.repeats},
-        loadavg={"before": list(load_before), "after": list(os.getloadavg())},
+        loadavg=LoadPair(before=list(load_before), after=list(os.getloadavg())),
         versions=versions(), git=git_revision())
 
 
@@ -100,7 +101,7 @@ def markdown(rec: BatchRecord) -> str:
     """The per-rank batch table: words/s at np=1 beside the GEMM rate."""
     lines = [f"## Per-rank batch: {rec.name} ({rec.framework}, hidden {rec.hidden}, "
              f"{rec.threads} thread(s), np=1 {rec.strategy}; loadavg "
-             f"{rec.loadavg['before'][0]:.2f})", "",
+             f"{rec.loadavg.before[0]:.2f})", "",
              "Relative = to the largest batch: splitting that batch so each rank holds this "
              "many sentences caps a rank's efficiency at the words/s column (compute alone); the "
              "GEMM column is the part the layer's matrix multiplies explain.", "",

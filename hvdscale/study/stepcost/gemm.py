@@ -35,6 +35,7 @@ from typing import Any
 
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.gemm import GemmRecord
+from hvdscale.records.study import LoadPair
 from hvdscale.registry import FRAMEWORKS
 from hvdscale.study.stepcost.gemm_findings import (
     batch_growth,
@@ -223,5 +224,5 @@ def run_gemm(frameworks: list[str], spec: GemmSpec,
         precisions=list(spec.precisions), gates=spec.gates, repeats=spec.repeats,
         warmup=spec.warmup, min_time_s=spec.min_time_s, hidden=list(spec.hidden),
         batch=list(spec.batch),
-        loadavg={"before": list(load_before), "after": list(os.getloadavg())},
+        loadavg=LoadPair(before=list(load_before), after=list(os.getloadavg())),
         versions=versions(), git=git_revision(), frameworks=results)

@@ -17,7 +17,7 @@ def markdown(rec: GemmRecord) -> str:
     lines = [f"## GEMM of an RNN layer (M={rec.gates}xhidden, K=hidden, N=batch; "
              f"{rec.threads} thread(s), {rec.clock} clock, median of "
              f"{rec.repeats}; "
-             f"loadavg {rec.loadavg['before'][0]:.2f})", ""]
+             f"loadavg {rec.loadavg.before[0]:.2f})", ""]
     for res in rec.frameworks:
         peak = res["peak"]
         for h in sorted({r["hidden"] for r in res["rows"]}):

@@ -152,7 +152,7 @@ def limit_rows(runs: list[RunRecord], gemm: GemmRecord | None) -> list[dict[str,
         frac = best / step_s if best is not None else None
         rows.append({"impl": m["rnn_impl"], "tf32": tf32, "precision": precision,
                      "words_per_s": r.words_per_s, "step_s": step_s,
-                     "gpu": (r.device.get("gpu") or {}).get("model"),
+                     "gpu": (r.device.gpu or {}).get("model"),
                      "useful_tflops": flops / step_s / 1e12, "parts": parts, "best_s": best,
                      "fraction": frac, "wrong_reference": frac is not None and frac > 1.0})
     return rows

@@ -35,6 +35,7 @@ from hvdscale.config import RunConfig, load_config, tf32_in_force, to_dict
 from hvdscale.errors import HvdscaleError
 from hvdscale.frameworks.profiling import PHASES, ProfileSteps
 from hvdscale.records.profile import ProfileRecord
+from hvdscale.records.study import LoadPair
 from hvdscale.registry import check_framework
 
 IMPLS = ("fused", "loop")
@@ -165,7 +166,7 @@ def run_profile(config: str, overrides: list[str] | None = None, steps: int = 2,
         status="ok", started=started, finished=datetime.now(UTC).isoformat(timespec="seconds"),
         host=socket.gethostname(), name=cfg.name, framework=cfg.framework, config=to_dict(cfg),
         steps=steps, threads={"intra_op": threads[0], "inter_op": threads[1]},
-        loadavg={"before": list(load_before), "after": list(os.getloadavg())},
+        loadavg=LoadPair(before=list(load_before), after=list(os.getloadavg())),
         versions=versions(), git=git_revision(), impls=impls, ratio_loop_fused=ratio,
         ratio_compiled_fused=compiled, notes=NOTES, gpu=_gpu(cfg))
 
@@ -217,7 +218,7 @@ def markdown(rec: ProfileRecord) -> str:
     lines = [f"## Fused vs loop RNN: {rec.name} ({rec.framework}, {m['kind']}, "
              f"{m['encoder_layers']}+{m['decoder_layers']} layers, hidden {m['hidden_size']}, "
              f"batch {d['batch_size']}; {rec.threads['intra_op']} thread(s), "
-             f"loadavg {rec.loadavg['before'][0]:.2f})", "",
+             f"loadavg {rec.loadavg.before[0]:.2f})", "",
              f"Number of operators ({ops_what}):", "",
              "|device|fused|loop|ratio loop/fused|notes: cudnn_lstm|notes: dynamic_rnn|"
              "notes: ratio|", "|:--|--:|--:|--:|--:|--:|--:|",

@@ -91,7 +91,7 @@ def sweep_cost(records: Sequence[Record], results: str | Path) -> SweepCost | No
     ok = [r for r in records if isinstance(r, RunRecord)]
     startup = warm = measured = 0.0
     for r in ok:
-        if r.launch is None or r.launch["position"] == 0:
+        if r.launch is None or r.launch.position == 0:
             marks = r.startup
             startup += sum(marks["max_s"].get(p, 0.0) for p in LAUNCH_PHASES) if marks else 0.0
         warm += r.warmup_s

@@ -84,9 +84,10 @@ def launch_name(launch: Launch, attempt: int) -> str:
 def plan_for(spec: SweepSpec, launch: Launch, points: list[Point], name: str,
              folder: Path) -> LaunchPlan:
     """The plan a launch's ranks read, written to ``folder`` through the store."""
-    plan = LaunchPlan(name, [PlannedPoint(label=p.label, config=str(spec.config),
-                                          sets=point_sets(spec, in_round(spec, p, launch.round)))
-                             for p in points], str(folder / f"{name}.state.jsonl"))
+    plan = LaunchPlan(launch=name, points=[
+        PlannedPoint(label=p.label, config=str(spec.config),
+                     sets=point_sets(spec, in_round(spec, p, launch.round))) for p in points],
+        state=str(folder / f"{name}.state.jsonl"))
     write_record_file(folder / f"{name}.plan.json", plan)
     return plan
 
@@ -199,6 +200,6 @@ def by_position(records: Sequence[Record], name: str) -> dict[int, RunRecord | F
     out: dict[int, RunRecord | FailedRecord] = {}
     for r in records:
         if isinstance(r, RunRecord | FailedRecord) and r.launch is not None \
-                and r.launch["id"] == name:
-            out[r.launch["position"]] = r
+                and r.launch.id == name:
+            out[r.launch.position] = r
     return out
