@@ -108,11 +108,10 @@ def run_points(plan: LaunchPlan, out_dir: str | Path, settings: ProgressSettings
 def _one_point(launch: _Launch, k: int, p: PlannedPoint) -> bool:
     """Run point ``k``, agree on how it ended, release it; True when it finished everywhere."""
     rank = launch_rank()
-    started = datetime.now(UTC).isoformat(timespec="seconds")
     info = {"id": launch.plan.launch, "position": k, "points": len(launch.plan.points),
             "after": list(launch.after), "shared": True,
             "previous_teardown_s": launch.teardown_s, **process_state()}
-    point = PointRun(launch.argv, started, launch=info)
+    point = PointRun(launch.argv, datetime.now(UTC).isoformat(timespec="seconds"), launch=info)
     faults.set_scope(" ".join(f"--set {x}" for x in p.sets) + " ")  # as `hvdscale run` reads
     _state(launch.plan, position=k, event="start", label=p.label)
     cfg, ok, error, refused = None, True, "", False
