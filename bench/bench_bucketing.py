@@ -50,7 +50,7 @@ from pathlib import Path
 from bucketing_work import Run, model_work_ratio, pad_ratio, raw, rnn_ratio, work_imbalance
 
 from hvdscale.records.run import RunRecord
-from hvdscale.study.sweep.single import RunLaunch, launch_run
+from hvdscale.study.sweep.one_run import RunLaunch, launch_run
 
 EMBED, HIDDEN, VOCAB = 128, 256, 8000
 LM = ["model.kind=lm", f"model.embed_dim={EMBED}", f"model.hidden_size={HIDDEN}",

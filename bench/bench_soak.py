@@ -14,7 +14,7 @@ import tempfile
 
 from emit import emit  # bench/ is on sys.path when a script runs
 
-from hvdscale.study.sweep.single import RunLaunch, launch_run
+from hvdscale.study.sweep.one_run import RunLaunch, launch_run
 
 
 def main() -> int:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from emit import emit  # bench/ is on sys.path when a script runs
 
-from hvdscale.study.sweep.single import RunLaunch, launch_run
+from hvdscale.study.sweep.one_run import RunLaunch, launch_run
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = {

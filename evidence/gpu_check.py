@@ -80,7 +80,8 @@ def run_demo(impl: str, np: int, device: str, sets: list[str]) -> RunRecord:
     from hvdscale.errors import HvdscaleError
     from hvdscale.records.run import RunRecord
     from hvdscale.records.store import read_records
-    from hvdscale.study.sweep.single import RunLaunch, launch_run, run_program
+    from hvdscale.study.sweep.launcher import rank_command
+    from hvdscale.study.sweep.one_run import RunLaunch, launch_run
 
     out = tempfile.mkdtemp(prefix="gpu_check-")
     strategy = [f"strategy.name={NP2_STRATEGY}"] if np > 1 else []
@@ -91,7 +92,7 @@ def run_demo(impl: str, np: int, device: str, sets: list[str]) -> RunRecord:
                 launcher_args=("--oversubscribe",), timeout_s=900, cwd=ROOT))
         except HvdscaleError as e:
             raise PartFailed(f"{impl} np={np}: {e}") from None
-    r = subprocess.run(run_program("configs/demo.yaml", out, sets), cwd=ROOT,
+    r = subprocess.run(rank_command("run", "configs/demo.yaml", out, sets), cwd=ROOT,
                        capture_output=True, text=True, timeout=900)
     if r.returncode != 0:
         raise PartFailed(f"{impl} np={np} exit {r.returncode}: {r.stderr.strip()[-1500:]}")

@@ -26,7 +26,7 @@ from hvdscale.records.store import load_records
 from hvdscale.study.predict.inputs import reduced_bytes_per_step
 from hvdscale.study.predict.validate import evaluate
 from hvdscale.study.report.decompose import baseline, per_step
-from hvdscale.study.sweep.overhead import unaccounted
+from hvdscale.study.sweep.timing import unaccounted
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,7 +35,7 @@ CONFIGS = {"demo": "configs/demo.yaml", "nmt_cpu_seed": "configs/nmt_cpu_seed.ya
 
 def _ok(folder: Path) -> list[RunRecord]:
     """The ok records of one round's sweep, less those its sweep never accounted for (finished
-    after a deadline cut it; ``hvdscale.study.sweep.overhead.unaccounted``)."""
+    after a deadline cut it; ``hvdscale.study.sweep.timing.unaccounted``)."""
     if not folder.is_dir():
         return []
     return [r for _, r in unaccounted(load_records(folder))[0] if isinstance(r, RunRecord)]

@@ -69,11 +69,11 @@ def handle(args: argparse.Namespace) -> int:
     say = functools.partial(print, flush=True)
     pts = fusion.points(spec)
     if args.dry_run:
+        from hvdscale.study.sweep.driver import dry_run
+
         if spec.autotune:
-            say(f"[autotune] {fusion.autotune_point(spec).label}")
-        for s, p in pts:
-            say(f"[{p.index}/{len(pts)}] {s.label}: hvdscale run ... "
-                + " ".join(f"--set {x}" for x in p.sets))
+            say(f"[autotune] {fusion.autotune_point(spec).label}: a launch of its own first")
+        dry_run(fusion.grid_sweep(spec, pts), say)
         return 0
     say(f"hvdscale fusion: {len(pts)} points x {spec.repeats} rounds"
         f"{' + 1 autotune run' if spec.autotune else ''} at np={spec.np} with "
@@ -106,8 +106,9 @@ def _handle_ddp(args: argparse.Namespace) -> int:
                                    independent=not args.no_independent)
     say = functools.partial(print, flush=True)
     if args.dry_run:
-        for mb, p in fusion_ddp.points(spec):
-            say(f"[{p.index}] {fusion_ddp.label(mb)}: " + " ".join(f"--set {x}" for x in p.sets))
+        from hvdscale.study.sweep.driver import dry_run
+
+        dry_run(fusion_ddp.grid_sweep(spec, fusion_ddp.points(spec)), say)
         return 0
     res = fusion_ddp.run_buckets(spec, say)
     title = f"DDP bucket sweep: {Path(args.config).name} at np={spec.np}"

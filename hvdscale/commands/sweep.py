@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -43,14 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     common.add_set(sw, common.FOR_EVERY_POINT)
     common.add_out(sw)
     common.add_timeout(sw)
-    sw.add_argument("--repeats", type=int, default=1, metavar="N",
-                    help="interleaved rounds of every point (round 1 of all, then round 2, "
-                    "order rotated); the report shows medians, ranges and paired ratios; "
-                    "a rerun fills only missing rounds (default: 1)")
-    sw.add_argument("--scale-lr", default=None, metavar="RULE,RULE,...",
-                    help="learning-rate rules to compare, one more sweep axis (weak scaling): "
-                    "none, linear, sqrt, legw, sqrt_adam; the report names the rule that "
-                    "reached the quality target first (default: the config's optim.scale_lr)")
+    _add_grid(sw)
     sw.add_argument("--redo", action="store_true",
                     help="measure points again even when already recorded")
     sw.add_argument("--progress-every", type=common.seconds, default=None, metavar="S",
@@ -61,9 +55,25 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                     "each point) instead of one launch per round and rank count")
     common.add_no_plot(sw, "report without PNG plots")
     sw.add_argument("--dry-run", action="store_true",
-                    help="check the input and print each launch's command and points; launch "
-                    "nothing")
+                    help="check the input and print the grid, each launch's command and its "
+                    "points; launch nothing")
     return sw
+
+
+def _add_grid(sw: argparse.ArgumentParser) -> None:
+    """The grid's further axes and its rounds."""
+    sw.add_argument("--repeats", type=int, default=1, metavar="N",
+                    help="interleaved rounds of every point (round 1 of all, then round 2, "
+                    "order rotated); the report shows medians, ranges and paired ratios; "
+                    "a rerun fills only missing rounds (default: 1)")
+    sw.add_argument("--scale-lr", default=None, metavar="RULE,RULE,...",
+                    help="learning-rate rules to compare, one more sweep axis (weak scaling): "
+                    "none, linear, sqrt, legw, sqrt_adam; the report names the rule that "
+                    "reached the quality target first (default: the config's optim.scale_lr)")
+    sw.add_argument("--axis", action="append", default=[], metavar="KEY=V,V,...",
+                    help="one more axis of the grid: a config key and its values, e.g. "
+                    "--axis strategy.horovod.fusion_threshold_mb=0,32,128 or --axis "
+                    "strategy.ddp.bucket_cap_mb=1,25; several --axis make a product")
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -72,30 +82,34 @@ def handle(args: argparse.Namespace) -> int:
     Returns 0 when every point is recorded ok, 1 when some point failed (after the report).
     """
     from hvdscale.study.report.report import write_report
-    from hvdscale.study.sweep import plan, sweep
+    from hvdscale.study.sweep import driver, plan
 
     spec = plan.plan_sweep(plan.SweepRequest(
         args.config, args.np, args.strategies, launcher=args.launcher, hostfile=args.hostfile,
         out=args.out, overrides=args.set, network_interfaces=args.network_interfaces,
         launcher_args=args.launcher_args, timeout_s=args.timeout, redo=args.redo,
         frameworks=args.frameworks, progress_every=args.progress_every,
-        repeats=args.repeats, scale_lr=args.scale_lr, launch_per_point=args.launch_per_point),
+        repeats=args.repeats, scale_lr=args.scale_lr, launch_per_point=args.launch_per_point,
+        axes=args.axis),
         check_out=not args.dry_run)
     say = functools.partial(print, flush=True)
     if args.dry_run:
-        sweep.dry_run(spec, say)
+        driver.dry_run(spec, say)
         return 0
     where = f" on {spec.hostfile.describe()}" if spec.hostfile else ""
     fws = f"{args.frameworks} x " if args.frameworks else ""
     rounds = f" x {spec.repeats} interleaved rounds" if spec.repeats > 1 else ""
     rules = f" x rules {args.scale_lr}" if args.scale_lr else ""
+    axes = "".join(f" x {a}" for a in args.axis)
     say(f"hvdscale sweep: {len(spec.points)} points ({args.np} ranks x {fws}"
-        f"{args.strategies}{rules}){rounds} with {spec.launcher}{where} into {spec.out}")
+        f"{args.strategies}{rules}{axes}){rounds} with {spec.launcher}{where} into {spec.out}")
     try:
-        result = sweep.run_sweep(spec, say)
+        result = driver.run_sweep(spec, say)
     except KeyboardInterrupt:
-        # The running point's launcher and ranks are already ended (run_point); finished
-        # points stay recorded, so rerunning the same command resumes where this stopped.
+        # The running launch and all its processes are already ended (study/sweep/process.py);
+        # finished points stay recorded, so rerunning the same command resumes where this
+        # stopped. A second Ctrl-C now would only turn this line into a traceback.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         print("hvdscale sweep: interrupted; rerun the same command to go on", file=sys.stderr)
         return 130
     _say_cost(spec.out, say)

@@ -11,15 +11,17 @@ from hvdscale.records.failed import FailedRecord
 from hvdscale.records.fields import Record, RecordError
 from hvdscale.records.gemm import GemmRecord
 from hvdscale.records.launch import LaunchCost
+from hvdscale.records.launch_plan import LaunchPlan
 from hvdscale.records.migrate import migrate
 from hvdscale.records.mutation import MutationRecord
+from hvdscale.records.point_state import PointState
 from hvdscale.records.profile import ProfileRecord
 from hvdscale.records.run import RunRecord
 from hvdscale.records.startup_bench import StartupBenchRecord
 
 KINDS: dict[str, type[Record]] = {c.kind: c for c in (
     RunRecord, FailedRecord, LaunchCost, GemmRecord, BatchRecord, ProfileRecord,
-    CommbenchRecord, MutationRecord, StartupBenchRecord)}
+    CommbenchRecord, MutationRecord, StartupBenchRecord, LaunchPlan, PointState)}
 
 
 def typed(data: Mapping[str, Any], where: str = "record") -> Record:

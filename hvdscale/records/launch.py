@@ -2,7 +2,7 @@
 
 ``LaunchPlace`` is the run (or failed) record's ``launch`` section, written by rank 0 of a
 shared launch (``hvdscale/train/points.py``). ``LaunchCost`` is one line of a sweep's
-``sweep_timing.jsonl`` (``hvdscale/study/sweep/overhead.py``): what the sweep spent around
+``sweep_timing.jsonl`` (``hvdscale/study/sweep/timing.py``): what the sweep spent around
 one launch, beside what its ranks measured.
 """
 
@@ -18,7 +18,7 @@ TIMING_FILE = "sweep_timing.jsonl"
 """A sweep's file of LaunchCost lines, beside its results.jsonl."""
 
 POINTS = "train/points.py"
-OVERHEAD = "study/sweep/overhead.py"
+OVERHEAD = "study/sweep/timing.py"
 
 
 class LaunchPlace(Section, kw_only=True):

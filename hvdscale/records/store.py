@@ -227,3 +227,56 @@ def load_records(path: str | Path) -> list[tuple[str, Record]]:
 def read_records(path: str | Path) -> list[Record]:
     """All records under ``path`` (a results.jsonl file, or a directory searched recursively)."""
     return [rec for _, rec in load_records(path)]
+
+
+# --- a launch's own files (its plan, its state lines, the sweep's timing lines) -------------
+
+def write_record_file(path: str | Path, record: Record) -> None:
+    """``record`` as the whole of the file ``path`` (one line), written atomically: a launch's
+    plan, which every rank reads."""
+    write_atomic(Path(path), (json.dumps(record.to_dict(), sort_keys=True) + "\n").encode())
+
+
+def append_line(path: str | Path, record: Record) -> None:
+    """Append ``record`` to the lines file ``path`` and flush it: a launch's state lines (read
+    while the launch runs) and the sweep's timing lines. One writer a file, so no lock."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record.to_dict(), sort_keys=True) + "\n")
+        f.flush()
+
+
+def read_record_file(path: str | Path, kind: type[Record]) -> Record:
+    """The one record of kind ``kind`` that the file ``path`` holds (``write_record_file``).
+
+    Raises:
+        HvdscaleError: a missing or unreadable file, not one record, another kind, or a field
+            that is missing or wrong (one line naming it).
+    """
+    recs = load_records(path)
+    if len(recs) != 1 or not isinstance(recs[0][1], kind):
+        found = ", ".join(r.kind for _, r in recs) or "nothing"
+        raise HvdscaleError(f"{path}: should hold one {kind.kind} record, holds {found}")
+    return recs[0][1]
+
+
+def read_complete_lines(path: str | Path, kind: type[Record]) -> list[Record]:
+    """The records of kind ``kind`` in the lines file ``path`` while its writer still appends:
+    complete lines only, up to the first that is not a ``kind`` record (a line being written,
+    or one of another shape, ends the reading; the next read starts again from the top)."""
+    from hvdscale.records.kinds import typed
+
+    p = Path(path)
+    if not p.exists():
+        return []
+    out = []
+    for line in p.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True):
+        if not line.endswith("\n"):
+            break
+        try:
+            rec = typed(json.loads(line), str(p))
+        except (ValueError, TypeError, AttributeError, HvdscaleError):
+            break
+        if not isinstance(rec, kind):
+            break
+        out.append(rec)
+    return out

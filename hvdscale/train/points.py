@@ -17,7 +17,6 @@ knows which point a launch was in when it ended, and can hold each point to its 
 from __future__ import annotations
 
 import gc
-import json
 import os
 import time
 import traceback
@@ -33,61 +32,29 @@ from hvdscale.core.supervise import abort_job, start_deadline, stop_deadline
 from hvdscale.core.world import is_gloo_launch, launch_rank
 from hvdscale.errors import ConfigError, HvdscaleError
 from hvdscale.records.failed import FailedRecord
-from hvdscale.records.store import append_record, record_key
+from hvdscale.records.launch_plan import LaunchPlan, PlannedPoint
+from hvdscale.records.point_state import PointState
+from hvdscale.records.store import append_line, append_record, read_record_file, record_key
 from hvdscale.train.agree import Agreement, agree
 from hvdscale.train.runner import LaunchParts, PointRun, prepare_launch, run_prepared
 from hvdscale.train.teardown import teardown
 
-PLAN_VERSION = 1
-
-
-@dataclass(frozen=True)
-class PlannedPoint:
-    """One point of a launch's plan: its label and how ``hvdscale run`` would be called."""
-
-    label: str
-    config: str
-    sets: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class LaunchPlan:
-    """What one launch runs (written by the sweep, read by every rank)."""
-
-    launch_id: str
-    points: tuple[PlannedPoint, ...]
-    state: str
-    """File rank 0 appends each point's start and end to ("": none)."""
-
 
 def read_plan(path: str | Path) -> LaunchPlan:
-    """The plan in ``path``; one clear error for a missing or malformed file."""
-    try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-        if raw.get("version") != PLAN_VERSION:
-            raise ValueError(f"version {raw.get('version')!r}, expected {PLAN_VERSION}")
-        points = tuple(PlannedPoint(str(p["label"]), str(p["config"]),
-                                    tuple(str(s) for s in p["sets"])) for p in raw["points"])
-        if not points:
-            raise ValueError("no points")
-        return LaunchPlan(str(raw["launch"]), points, str(raw.get("state", "")))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise HvdscaleError(f"launch plan {path}: cannot be read ({e})") from None
-
-
-def write_plan(path: Path, plan: LaunchPlan) -> None:
-    """Write ``plan`` to ``path`` (the sweep, before the launch)."""
-    path.write_text(json.dumps({
-        "version": PLAN_VERSION, "launch": plan.launch_id, "state": plan.state,
-        "points": [{"label": p.label, "config": p.config, "sets": list(p.sets)}
-                   for p in plan.points]}, indent=1), encoding="utf-8")
+    """The plan in ``path`` (``records.launch_plan``, read through the store); one clear error
+    for a missing or malformed file, naming the field."""
+    plan = read_record_file(path, LaunchPlan)
+    assert isinstance(plan, LaunchPlan)
+    if not plan.points:
+        raise HvdscaleError(f"launch plan {path}: no points")
+    return plan
 
 
 def _state(plan: LaunchPlan, **line: Any) -> None:
-    """Rank 0: one line of the launch's progress, flushed (the sweep reads it while it runs)."""
+    """Rank 0: one state line of the launch (``records.point_state``), flushed: the sweep reads
+    them while the launch runs."""
     if plan.state and launch_rank() == 0:
-        with open(plan.state, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"at": round(time.time(), 3), **line}) + "\n")
+        append_line(plan.state, PointState(at=round(time.time(), 3), **line))
 
 
 @dataclass
@@ -141,11 +108,10 @@ def run_points(plan: LaunchPlan, out_dir: str | Path, settings: ProgressSettings
 def _one_point(launch: _Launch, k: int, p: PlannedPoint) -> bool:
     """Run point ``k``, agree on how it ended, release it; True when it finished everywhere."""
     rank = launch_rank()
-    started = datetime.now(UTC).isoformat(timespec="seconds")
-    info = {"id": launch.plan.launch_id, "position": k, "points": len(launch.plan.points),
+    info = {"id": launch.plan.launch, "position": k, "points": len(launch.plan.points),
             "after": list(launch.after), "shared": True,
             "previous_teardown_s": launch.teardown_s, **process_state()}
-    point = PointRun(launch.argv, started, launch=info)
+    point = PointRun(launch.argv, datetime.now(UTC).isoformat(timespec="seconds"), launch=info)
     faults.set_scope(" ".join(f"--set {x}" for x in p.sets) + " ")  # as `hvdscale run` reads
     _state(launch.plan, position=k, event="start", label=p.label)
     cfg, ok, error, refused = None, True, "", False

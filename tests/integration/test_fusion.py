@@ -98,7 +98,7 @@ def test_two_point_fusion_sweep_recommends_and_resumes(tmp_path: Path) -> None:
     before = (tmp_path / "results.jsonl").read_bytes()
     r2 = fusion(tmp_path)
     assert r2.returncode == 0, r2.stdout + r2.stderr
-    assert r2.stdout.count("skipped, already measured") == 2
+    assert r2.stdout.count("skipped, already recorded") == 2
     assert (tmp_path / "results.jsonl").read_bytes() == before
     assert "**Recommended: " in r2.stdout
 
@@ -124,7 +124,7 @@ def test_a_failed_launch_keeps_its_round_and_a_rerun_fills_only_that_round(
     assert off[0] is None and off[1] > 0
     r2 = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
     assert r2.returncode == 0, r2.stdout + r2.stderr
-    assert r2.stdout.count("skipped, already measured") == 3, r2.stdout
+    assert r2.stdout.count("skipped, already recorded") == 3, r2.stdout
     recs = records(tmp_path)
     assert len(recs) == 5 and (recs[-1]["status"], recs[-1]["name"]) == ("ok", "demo-round1")
     rows = {row["label"]: row for row in json.loads((tmp_path / "fusion.json").read_text())

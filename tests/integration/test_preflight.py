@@ -60,12 +60,14 @@ def test_under_mpirun_both_problems_once_and_the_job_ends(tmp_path: Path) -> Non
 def test_run_points_records_a_refused_point_with_both_problems(tmp_path: Path) -> None:
     # Under run-points each point meets the same preflight; a point it refuses on every rank
     # is a failed record that names both problems, and the launch itself ends well.
-    from hvdscale.train.points import LaunchPlan, PlannedPoint, write_plan
+    from hvdscale.records.launch_plan import LaunchPlan, PlannedPoint
+    from hvdscale.records.store import write_record_file
 
-    sets = ("precision=tf32", "strategy.name=ps", "strategy.ps.num_servers=3",
-            "measure.warmup_steps=1", "measure.steps=2")
+    sets = ["precision=tf32", "strategy.name=ps", "strategy.ps.num_servers=3",
+            "measure.warmup_steps=1", "measure.steps=2"]
     plan = tmp_path / "plan.json"
-    write_plan(plan, LaunchPlan("L1", (PlannedPoint("refused", "configs/demo.yaml", sets),), ""))
+    write_record_file(plan, LaunchPlan(launch="L1", points=[PlannedPoint(
+        label="refused", config="configs/demo.yaml", sets=sets)]))
     r = subprocess.run(["mpirun", "-np", "2", sys.executable, "-m", "hvdscale", "run-points",
                         str(plan), "--out", str(tmp_path / "out")], cwd=ROOT, env=ENV,
                        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)

@@ -20,10 +20,10 @@ import pytest
 from hvdscale.core.threads import export_threads
 from hvdscale.records.failed import FailedRecord
 from hvdscale.records.run import RunRecord
+from hvdscale.study.sweep.driver import launch_command
 from hvdscale.study.sweep.launcher import launch_env
+from hvdscale.study.sweep.one_run import single_run_line
 from hvdscale.study.sweep.plan import SweepRequest, plan_sweep
-from hvdscale.study.sweep.single import single_run_line
-from hvdscale.study.sweep.sweep import launch_command
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"

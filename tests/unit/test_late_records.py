@@ -12,7 +12,7 @@ from hvdscale.records.fields import Record
 from hvdscale.records.run import RunRecord
 from hvdscale.records.store import load_records
 from hvdscale.study.report.report import write_report
-from hvdscale.study.sweep.overhead import TIMING_FILE, unaccounted
+from hvdscale.study.sweep.timing import TIMING_FILE, unaccounted
 from tests.records_fixture import run_dict
 
 LOAN2 = Path(__file__).resolve().parents[2] / "bench/results/h100_2026-11-27b/cpu"

@@ -18,9 +18,9 @@ import pytest
 from hvdscale.records.failed import FailedRecord
 from hvdscale.records.store import read_records
 from hvdscale.study.sweep.cost import sweep_cost
+from hvdscale.study.sweep.driver import dry_run, run_sweep
 from hvdscale.study.sweep.groups import all_launches, round_launches
 from hvdscale.study.sweep.plan import SweepRequest, SweepSpec, default_overrides, plan_sweep
-from hvdscale.study.sweep.sweep import dry_run, run_sweep
 from hvdscale.train.points import read_plan
 from tests.unit import fake_mpirun as fake
 
@@ -40,7 +40,8 @@ with open({log!r}, "a") as f:
 for k, p in enumerate(plan["points"]):
     value = lambda key: [s.split("=", 1)[1] for s in p["sets"] if s.startswith(key + "=")][-1]
     with open(plan["state"], "a") as f:
-        f.write(json.dumps({{"at": time.time(), "position": k, "event": "start"}}) + "\\n")
+        f.write(json.dumps({{"kind": "point_state", "at": time.time(), "position": k,
+                            "event": "start"}}) + "\\n")
     if die and die in p["label"] and not os.path.exists({died!r}):
         open({died!r}, "w").close()
         sys.stderr.write("a rank was lost\\n")
@@ -53,7 +54,8 @@ for k, p in enumerate(plan["points"]):
     with open(out + "/results.jsonl", "a") as f:
         f.write(json.dumps(rec) + "\\n")
     with open(plan["state"], "a") as f:
-        f.write(json.dumps({{"at": time.time(), "position": k, "event": "end"}}) + "\\n")
+        f.write(json.dumps({{"kind": "point_state", "at": time.time(), "position": k,
+                            "event": "end"}}) + "\\n")
 """
 
 
@@ -141,8 +143,14 @@ def test_the_plan_a_launch_reads_is_checked(tmp_path: Path) -> None:
     from hvdscale.errors import HvdscaleError
 
     bad = tmp_path / "plan.json"
-    for text, needle in (("{", "cannot be read"), ('{"version": 9}', "version 9"),
-                         ('{"version": 1, "launch": "x", "points": []}', "no points")):
+    for text, needle in (("{", "is not a JSON record"),
+                         ('{"schema": 9, "kind": "launch_plan"}', "newer hvdscale"),
+                         ('{"kind": "launch_plan", "points": []}', "field 'launch'"),
+                         ('{"kind": "launch_plan", "launch": "x", "points": [{"label": 1}]}',
+                          "field 'points"),
+                         ('{"kind": "point_state", "at": 1, "position": 0, "event": "end"}',
+                          "one launch_plan record"),
+                         ('{"kind": "launch_plan", "launch": "x", "points": []}', "no points")):
         bad.write_text(text)
         with pytest.raises(HvdscaleError, match=needle):
             read_plan(bad)
@@ -179,12 +187,17 @@ def test_horovod_with_fixed_fusion_or_cycle_settings_runs_alone(tmp_path: Path) 
 
 
 def test_a_state_line_not_of_rank_0s_shape_ends_the_reading(tmp_path: Path) -> None:
-    from hvdscale.study.sweep.shared import _read_state
+    from hvdscale.records.point_state import PointState
+    from hvdscale.records.store import read_complete_lines
 
-    good = '{"at": 1.0, "position": 0, "event": "start"}\n'
+    good = '{"kind": "point_state", "at": 1.0, "position": 0, "event": "start"}\n'
     state = tmp_path / "s.jsonl"
-    for bad in ('{"at": "soon", "position": 0, "event": "end"}\n', '[1, 2]\n',
-                '{"at": 2.0, "position": "0", "event": "end"}\n',
-                '{"at": 2.0, "position": 0, "event": "done"}\n', '{"at": 2.0, "posi'):
+    for bad in ('{"kind": "point_state", "at": "soon", "position": 0, "event": "end"}\n',
+                '[1, 2]\n', '{"kind": "point_state", "at": 2.0, "position": "0", '
+                '"event": "end"}\n',
+                '{"kind": "point_state", "at": 2.0, "position": 0, "event": "done"}\n',
+                '{"at": 2.0, "position": 0, "event": "end"}\n',
+                '{"kind": "point_state", "at": 2.0, "posi'):
         state.write_text(good + bad + good)
-        assert _read_state(state) == [json.loads(good)], bad
+        assert [r.to_dict() for r in read_complete_lines(state, PointState)] == \
+            [{**json.loads(good), "schema": 2}], bad

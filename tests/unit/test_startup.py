@@ -13,7 +13,7 @@ from pathlib import Path
 from hvdscale.core.startup import PHASES, StartupClock, process_start
 from hvdscale.records.startup import summarize_startup
 from hvdscale.study.report.startup import startup_section
-from hvdscale.study.sweep.overhead import TIMING_FILE, LaunchTiming, write_timing
+from hvdscale.study.sweep.timing import TIMING_FILE, LaunchTiming, write_timing
 from tests.records_fixture import failed_record, run_record
 
 ROOT = Path(__file__).resolve().parents[2]

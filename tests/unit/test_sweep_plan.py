@@ -13,7 +13,14 @@ import pytest
 
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.store import read_records
-from hvdscale.study.sweep import sweep
+from hvdscale.study.sweep import driver
+from hvdscale.study.sweep.driver import (
+    Outcome,
+    launch_command,
+    run_argv,
+    run_sweep,
+    time_left,
+)
 from hvdscale.study.sweep.launcher import error_summary
 from hvdscale.study.sweep.plan import (
     SweepRequest,
@@ -23,13 +30,6 @@ from hvdscale.study.sweep.plan import (
     plan_sweep,
     point_workers,
     recorded,
-)
-from hvdscale.study.sweep.sweep import (
-    Outcome,
-    launch_command,
-    run_argv,
-    run_sweep,
-    time_left,
 )
 from tests.records_fixture import failed_record, run_dict, run_record
 
@@ -223,7 +223,7 @@ def test_frameworks_multiply_the_points_and_reach_the_launch(tmp_path: Path) -> 
     got = [(p.ranks, p.cfg.framework, p.strategy) for p in spec.points]
     assert got == [(n, f, s) for n in (1, 2) for f in ("torch", "tf") for s in ("horovod", "ps")]
     tf_point = next(p for p in spec.points if p.cfg.framework == "tf")
-    assert "framework=tf" in sweep.run_argv(spec, tf_point)
+    assert "framework=tf" in driver.run_argv(spec, tf_point)
     assert tf_point.label.startswith("tf ")
 
 

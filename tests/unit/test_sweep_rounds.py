@@ -17,8 +17,8 @@ import pytest
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.store import read_records
 from hvdscale.study.paired.rounds import round_of
+from hvdscale.study.sweep.driver import launches, run_sweep
 from hvdscale.study.sweep.plan import SweepRequest, SweepSpec, plan_sweep
-from hvdscale.study.sweep.sweep import launches, run_sweep
 from tests.unit import fake_mpirun as fake
 
 ROOT = Path(__file__).resolve().parents[2]

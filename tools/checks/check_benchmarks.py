@@ -52,7 +52,7 @@ from check_sections import SECTION_CHECKS, FigureError  # noqa: E402  (issues 3 
 from check_verdicts import check_readme, check_verdicts  # noqa: E402  (issue 50)
 
 from hvdscale.records.store import RESULTS_FILE, load_records  # noqa: E402
-from hvdscale.study.sweep.overhead import unaccounted  # noqa: E402
+from hvdscale.study.sweep.timing import unaccounted  # noqa: E402
 
 GENERATED = re.compile(r"<!-- generated: (.+?) -->\n(.*?)<!-- end generated -->", re.S)
 RENDER_CMD = re.compile(r"python (?:bench|tools/mutation)/\w+\.py --render "

@@ -87,7 +87,8 @@ def _checked(spec: CommbenchSpec) -> tuple[list[int], list[str]]:
 
 def _launch(kind: str, spec: CommbenchSpec, transports: list[str], sizes: list[int], out: Path,
             hostfile_path: Path | None) -> dict:
-    from hvdscale.study.sweep.launcher import error_summary, launch_env, launcher_prefix, run_launch
+    from hvdscale.study.sweep import process
+    from hvdscale.study.sweep.launcher import error_summary, launch_env, launcher_prefix
 
     gloo = kind == "gloo"
     n = spec.np_ranks
@@ -104,11 +105,11 @@ def _launch(kind: str, spec: CommbenchSpec, transports: list[str], sizes: list[i
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     err = logs / f"commbench_{kind}.stderr"
-    rc, timed_out = run_launch(cmd, launch_env(), spec.timeout_s,
-                               logs / f"commbench_{kind}.stdout", err)
-    if timed_out:
-        raise HvdscaleError(f"commbench ({kind} job) timed out after {spec.timeout_s:g} s; "
-                            f"log: {err}")
+    ended = process.start(cmd, launch_env(), (logs / f"commbench_{kind}.stdout", err),
+                          spec.timeout_s)
+    rc = ended.rc
+    if ended.timed_out:
+        raise HvdscaleError(f"commbench ({kind} job) {ended.why}; log: {err}")
     if rc != 0 or not result.exists():
         raise HvdscaleError(f"commbench ({kind} job) failed, exit {rc}: "
                             f"{error_summary(err.read_text(errors='replace'))} (log: {err})")

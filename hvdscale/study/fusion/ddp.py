@@ -3,8 +3,9 @@
 DDP's bucket schedule is its fusion model: gradients are packed, in the order backward makes
 them ready, into buckets of ``bucket_cap_mb`` (the first one too: torch's 1 MiB first bucket
 applies only when no size is given, and every point here gives one), and each bucket is
-allreduced as soon as it is full. Every ``bucket_cap_mb`` is one launch through the sweep's
-machinery, rounds interleaved; DDP's default size (25 MiB) is the reference and the
+allreduced as soon as it is full. Every ``bucket_cap_mb`` is a point of the sweep's one driver
+(``run_sweep``; the same as ``hvdscale sweep --axis strategy.ddp.bucket_cap_mb=...``), rounds
+interleaved; DDP's default size (25 MiB) is the reference and the
 recommendation is the same paired per-round rule as Horovod's (``hvdscale.study.paired.recommend``),
 so a report can put "Horovod tuned" beside "DDP tuned".
 """
@@ -13,9 +14,8 @@ from __future__ import annotations
 
 import json
 import statistics
-import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +25,15 @@ from hvdscale.records.run import RunRecord
 from hvdscale.study.fusion.report import paired, words_per_round
 from hvdscale.study.fusion.settings import parse_floats
 from hvdscale.study.paired.recommend import recommend
-from hvdscale.study.sweep.hostfile import write_hostfile
+from hvdscale.study.sweep.driver import run_sweep
 from hvdscale.study.sweep.launcher import read_out
-from hvdscale.study.sweep.outcome import Outcome
 from hvdscale.study.sweep.plan import (
     Point,
     SweepRequest,
     SweepSpec,
     plan_sweep,
-    round_point,
     rounds_of,
 )
-from hvdscale.study.sweep.sweep import run_round
 
 DEFAULT_BUCKETS = "1,5,25,100"
 DDP_DEFAULT_MB = DDPConfig().bucket_cap_mb
@@ -107,32 +104,20 @@ def points(spec: BucketSpec) -> list[tuple[float | None, Point]]:
 
 
 def run_buckets(spec: BucketSpec, say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run (or resume) the rounds; returns the analysis (``analyze``)."""
+    """Run (or resume) the rounds through the sweep's driver (``run_sweep``: one launch per
+    round, rotated, what is recorded skipped); returns the analysis (``analyze``)."""
     pts = points(spec)
-    with tempfile.TemporaryDirectory(prefix="hvdscale-ddp-buckets-") as tmp:
-        hf = (write_hostfile(spec.sweep.hostfile, Path(tmp) / "hostfile")
-              if spec.sweep.hostfile else None)
-        labels = {p.label: label(mb) for mb, p in pts}
-        for r in range(spec.repeats):
-            todo = []
-            for mb, p in pts:
-                # Round r is measured when a record tagged with round r is: a failed earlier
-                # round leaves its own gap and shifts no later one.
-                if rounds_of(read_out(spec.sweep.out), p, spec.repeats)[r] is not None:
-                    say(f"round {r + 1}/{spec.repeats} {label(mb)}: skipped, already measured")
-                    continue
-                todo.append(round_point(p, r))  # tagged with its round (the sweep has one)
-
-            def tell(o: Outcome, r: int = r) -> None:
-                say(f"round {r + 1}/{spec.repeats} {labels[o.point.label]}: " + (
-                    f"{o.words_per_s:.0f} words/s" if o.status == "ok"
-                    else f"FAILED: {o.error} [log: {o.log}]"))
-
-            run_round(spec.sweep, r, todo, hf, tell, say)  # one launch per round
+    run_sweep(grid_sweep(spec, pts), say)
     records = read_out(spec.sweep.out)
     res = analyze([(mb, rounds_of(records, p, spec.repeats)) for mb, p in pts])
     res["np"] = spec.np
     return res
+
+
+def grid_sweep(spec: BucketSpec, pts: list[tuple[float | None, Point]]) -> SweepSpec:
+    """What the sweep's driver runs (and ``--dry-run`` prints): the sizes' points, rounds."""
+    return replace(spec.sweep, points=tuple(p for _, p in pts), repeats=spec.repeats,
+                   grid=f"np {spec.np} x bucket_cap_mb {', '.join(label(mb) for mb, _ in pts)}")
 
 
 def analyze(rows: Sequence[tuple[float | None, list[RunRecord | None]]]) -> dict[str, Any]:

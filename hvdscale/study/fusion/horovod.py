@@ -1,8 +1,9 @@
 """``hvdscale fusion``: which Horovod settings make this config fastest here, and by how much.
 
-Every (fusion threshold, cycle time, overlap mode) point is one launch through the sweep's
-machinery (``hvdscale.study.sweep.sweep``: same launchers, logs, time limit, failed-point
-records, skip of what is recorded). Repeats are interleaved: round r launches every point once
+Every (fusion threshold, cycle time, overlap mode) point is a point of the sweep's one driver
+(``hvdscale.study.sweep.driver.run_sweep``: same launchers, logs, time limit, failed-point
+records, skip of what is recorded); what is this module's own is the grid's reference points,
+the autotuner's launch and the analysis. Repeats are interleaved: round r launches every point once
 before round r+1 starts, so slow phases of a shared machine hit all points alike, and ratios
 are taken per round (paired); each launch's record is tagged with its round
 (``hvdscale.study.paired.rounds``), so a failed launch leaves its round empty instead of shifting
@@ -19,8 +20,6 @@ in ``timelines/``, autotune logs in ``autotune/``.
 
 from __future__ import annotations
 
-import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,19 +29,16 @@ from hvdscale.config import load_config
 from hvdscale.errors import HvdscaleError
 from hvdscale.study.fusion.report import analyze
 from hvdscale.study.fusion.settings import Setting, grid_settings, parse_floats, parse_overlaps
-from hvdscale.study.sweep.hostfile import write_hostfile
+from hvdscale.study.sweep.driver import run_sweep
 from hvdscale.study.sweep.launcher import read_out
-from hvdscale.study.sweep.outcome import Outcome
 from hvdscale.study.sweep.plan import (
     Point,
     SweepRequest,
     SweepSpec,
     plan_sweep,
     recorded,
-    round_point,
     rounds_of,
 )
-from hvdscale.study.sweep.sweep import run_point, run_round
 
 DEFAULT_THRESHOLDS = "0,1,4,16,64,128"
 DEFAULT_CYCLES = "0.5,1,2,5,10"
@@ -180,20 +176,16 @@ def autotune_point(spec: FusionSpec) -> Point:
                   name="autotune-run")
 
 
-def run_autotune(spec: FusionSpec, hostfile: Path | None,
-                 say: Callable[[str], None]) -> Setting | None:
-    """One launch with HOROVOD_AUTOTUNE (or its earlier record); returns its chosen setting."""
+def run_autotune(spec: FusionSpec, say: Callable[[str], None]) -> Setting | None:
+    """One launch with HOROVOD_AUTOTUNE (or its earlier record), through the sweep's driver;
+    returns its chosen setting."""
     p = autotune_point(spec)
+    say(f"[autotune] {p.label}: Horovod's autotuner (log parsed when done)")
+    run_sweep(replace(spec.sweep, points=(p,), repeats=1), say)
     rec = recorded(read_out(spec.sweep.out), p)
     if rec is None:
-        say(f"[autotune] {p.label}: Horovod's autotuner (log parsed when done)")
-        o = run_point(spec.sweep, p, hostfile)
-        if o.status != "ok":
-            say(f"[autotune] FAILED: {o.error} [log: {o.log}]")
-            return None
-        rec = o.record
-    else:
-        say("[autotune] skipped, already recorded")
+        say("[autotune] FAILED: no record (see the line above); skipping its point")
+        return None
     tuned = rec.strategy.get("autotune") if rec is not None else None
     if not tuned:
         say("[autotune] the record holds no autotune log; skipping its point")
@@ -208,57 +200,27 @@ def run_autotune(spec: FusionSpec, hostfile: Path | None,
 
 
 def run_fusion(spec: FusionSpec, say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run (or resume) the fusion sweep; returns the analysis."""
-    with tempfile.TemporaryDirectory(prefix="hvdscale-fusion-") as tmp:
-        hf = (write_hostfile(spec.sweep.hostfile, Path(tmp) / "hostfile")
-              if spec.sweep.hostfile else None)
-        return _run(spec, hf, say)
-
-
-def _run(spec: FusionSpec, hf: Path | None, say: Callable[[str], None]) -> dict[str, Any]:
+    """Run (or resume) the fusion sweep, the autotuner's launch first, every setting's rounds
+    through the sweep's driver (``run_sweep``: one launch per round where the settings may
+    share one, rounds rotated, what is recorded skipped); returns the analysis."""
+    autotune_info = run_autotune(spec, say) if spec.autotune else None
     settings = list(spec.settings)
-    autotune_info = None
-    if spec.autotune:
-        chosen = run_autotune(spec, hf, say)
-        if chosen is not None:
-            settings.insert(1 if settings and settings[0].kind == "independent" else 0, chosen)
-            autotune_info = chosen
+    if autotune_info is not None:
+        settings.insert(1 if settings and settings[0].kind == "independent" else 0,
+                        autotune_info)
     spec = replace(spec, settings=tuple(settings))
     pts = points(spec)
-    t0 = time.monotonic()
-    total = len(pts) * spec.repeats
-    done = 0
-    labels = {p.label: s.label for s, p in pts}
-    for r in range(spec.repeats):
-        todo = []
-        for s, p in pts:
-            # Round r is measured when a record tagged with round r is (not: when r records of
-            # the point are; a failed earlier round would shift every later one).
-            have = rounds_of(read_out(spec.sweep.out), p, spec.repeats)[r]
-            if have is None:
-                todo.append(round_point(p, r))  # tagged with its round (the sweep has one)
-                continue
-            done += 1
-            say(f"[{done}/{total}] round {r + 1}/{spec.repeats} {s.label}: skipped, already "
-                f"measured ({have.words_per_s:.0f} words/s)")
-
-        def tell(o: Outcome, r: int = r) -> None:
-            nonlocal done
-            done += 1
-            head = f"[{done}/{total}] round {r + 1}/{spec.repeats} {labels[o.point.label]}"
-            el = time.monotonic() - t0
-            if o.status == "ok":
-                say(f"{head}: {o.words_per_s:.0f} words/s in {o.seconds:.0f} s "
-                    f"(elapsed {el:.0f} s)")
-            else:
-                say(f"{head}: FAILED after {o.seconds:.0f} s: {o.error} [log: {o.log}]")
-
-        # One launch per round for every setting (Horovod restarts with each one's settings).
-        run_round(spec.sweep, r, todo, hf, tell, say)
+    run_sweep(grid_sweep(spec, pts), say)
     result = analyze_out(spec, pts)
     result["autotune"] = autotune_info.label if autotune_info else None
     result["np"] = spec.np
     return result
+
+
+def grid_sweep(spec: FusionSpec, pts: list[tuple[Setting, Point]]) -> SweepSpec:
+    """What the sweep's driver runs (and ``--dry-run`` prints): the settings' points, rounds."""
+    return replace(spec.sweep, points=tuple(p for _, p in pts), repeats=spec.repeats,
+                   grid=f"np {spec.np} x settings {', '.join(s.label for s, _ in pts)}")
 
 
 def analyze_out(spec: FusionSpec, pts: list[tuple[Setting, Point]]) -> dict[str, Any]:

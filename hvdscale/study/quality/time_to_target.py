@@ -3,7 +3,7 @@ noise-scale benches): one run to a target loss, the target picked from a 1-rank 
 paired figures of one round (time to target interpolated by ``quality.crossing``, speedups,
 statistical efficiency).
 
-Each run is launched as a sweep launches its point (``study.sweep.single.launch_run``).
+Each run is launched as a sweep launches its point (``study.sweep.one_run.launch_run``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def run_to_target(task: str, fw: str, strategy: str, np_: int, sets: list[str],
     time-to-target benches keep from its record, plus the 1-minute load around it."""
     import os
 
-    from hvdscale.study.sweep.single import RunLaunch, launch_run
+    from hvdscale.study.sweep.one_run import RunLaunch, launch_run
 
     out = Path(tempfile.mkdtemp(dir=work))
     before = os.getloadavg()[0]

@@ -35,7 +35,7 @@ from hvdscale.study.report.points import Experiment, collect
 from hvdscale.study.report.scaling_plot import plot_scaling
 from hvdscale.study.report.startup import startup_section
 from hvdscale.study.report.tables import failed_points, horovod_timelines, markdown, to_csv
-from hvdscale.study.sweep.overhead import unaccounted
+from hvdscale.study.sweep.timing import unaccounted
 
 
 def _point_id(rec: RunRecord | FailedRecord) -> tuple:

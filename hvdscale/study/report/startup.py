@@ -1,6 +1,6 @@
 """The report's start-up table: per point, the seconds from the ranks' process start to their
 first step, by phase (the record's ``startup``, ``hvdscale.records.startup``), and the sweep's
-own time between points (``<results>/sweep_timing.jsonl``, ``hvdscale.study.sweep.overhead``).
+own time between points (``<results>/sweep_timing.jsonl``, ``hvdscale.study.sweep.timing``).
 
 A slow launch names its phase here: each cell is the slowest rank's seconds in that phase
 (median over the point's runs), and the last column the phase that cost most.

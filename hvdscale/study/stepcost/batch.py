@@ -46,7 +46,7 @@ def run_batch_sweep(config: str, batches: list[int], overrides: list[str] | None
     from hvdscale.core.threads import resolve_threads
     from hvdscale.records.provenance import git_revision, versions
     from hvdscale.study.stepcost import gemm
-    from hvdscale.study.sweep import plan, sweep
+    from hvdscale.study.sweep import driver, plan
 
     overrides = list(overrides or [])
     cfg = load_config(config, overrides)
@@ -60,7 +60,7 @@ def run_batch_sweep(config: str, batches: list[int], overrides: list[str] | None
     points = []
     for b, spec in zip(batches, specs, strict=True):
         say(f"hvdscale batch: per-rank batch {b}, np=1")
-        (o,) = sweep.run_sweep(spec, say).outcomes
+        (o,) = driver.run_sweep(spec, say).outcomes
         points.append({"batch": b, "status": "ok" if o.status != "failed" else "failed",
                        "words_per_s": o.words_per_s, "error": o.error})
     threads = resolve_threads(cfg.threads.intra_op, cfg.threads.inter_op, 1)[0]

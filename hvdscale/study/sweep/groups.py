@@ -95,7 +95,7 @@ def round_launches(points: list[Point], r: int, per_point: bool = False) -> list
 
 def all_launches(points: list[Point], repeats: int, per_point: bool = False) -> list[Launch]:
     """Every round's launches, round by round; a per-point sweep keeps the old rotation of the
-    whole point list (``hvdscale.study.sweep.sweep.launches``)."""
+    whole point list (``hvdscale.study.sweep.driver.launches``)."""
     if per_point:
         out = []
         for r in range(repeats):

@@ -2,10 +2,10 @@
 
 The layer every multi-rank study tool shares (``hvdscale sweep``, ``fusion``, ``batch``,
 ``commbench``): where ranks may go (a hostfile's slots, a SLURM allocation, this host's cores),
-the launcher's command line and environment, one launch run under a time limit with its whole
-process tree ended on that limit or on Ctrl-C, what the launch left behind (its records, the
-telling line of its stderr). Run as a module it starts (or prints) one such launch of any
-program, so shell scripts (bench/run_all.sh) place their ranks as the sweep does.
+the launcher's command line and environment, the command every rank runs (``rank_command``),
+what a launch left behind (its records, the telling line of its stderr); the launch itself is
+started by ``hvdscale.study.sweep.process``. Run as a module it starts (or prints) one such
+launch of any program, so shell scripts (bench/run_all.sh) place their ranks as the sweep does.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import os
 import re
 import shlex
 import shutil
-import signal
-import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -179,6 +178,30 @@ def launch_line(launcher: str, ranks: int, program: list[str],
                              env=env), *program]
 
 
+def rank_command(verb: str, target: str | Path, out: str | Path,
+                 sets: tuple[str, ...] | list[str] = (), progress_every: float | None = None,
+                 quiet: bool = False) -> list[str]:
+    """What every rank of a launch executes: the one builder of that command line.
+
+    Args:
+        verb: ``run`` (one point: ``target`` is its config) or ``run-points`` (a shared
+            launch: ``target`` is its plan file).
+        target: the config or plan file.
+        out: the results directory.
+        sets: ``--set`` overrides, in order.
+        progress_every: seconds between the ranks' progress lines (None: the run's default).
+        quiet: no progress lines at all.
+    """
+    # The interpreter running the sweep runs the ranks too (same install on every host).
+    cmd = [sys.executable, "-m", "hvdscale", verb, str(target),
+           *(a for s in sets for a in ("--set", s))]
+    if quiet:
+        cmd.append("--quiet")
+    if progress_every is not None:
+        cmd += ["--progress-every", f"{progress_every:g}"]
+    return [*cmd, "--out", str(out)]
+
+
 def launch_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """Environment of the launcher process: unbuffered ranks, root allowed when root."""
     out = dict(os.environ if env is None else env)
@@ -188,62 +211,6 @@ def launch_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
         out.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
         out.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     return out
-
-
-# --- running one launch -------------------------------------------------------------------------
-
-def _kill_tree(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
-    """End a launch: its process group and every descendant, TERM first, then KILL."""
-    import psutil
-
-    try:
-        family = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
-    except psutil.NoSuchProcess:
-        family = []
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            pass
-        for p in family:  # launchers may start helpers in their own process groups
-            try:
-                p.send_signal(sig)
-            except psutil.NoSuchProcess:
-                pass
-        try:
-            proc.wait(timeout=grace_s)
-            _, alive = psutil.wait_procs(family, timeout=1.0)
-            if not alive:
-                return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def run_launch(cmd: list[str], env: Mapping[str, str], timeout_s: float, out_log: Path,
-               err_log: Path) -> tuple[int | None, bool]:
-    """Run one launch (its command line first in ``out_log``) with a time limit.
-
-    Returns:
-        (exit code, whether the time limit ended it). The launch and all its ranks are ended
-        together on the time limit or on any exception here (Ctrl-C).
-    """
-    timed_out = False
-    with open(out_log, "wb") as fo, open(err_log, "wb") as fe:
-        fo.write(("$ " + shlex.join(cmd) + "\n").encode())
-        fo.flush()
-        # Own session: a time limit or Ctrl-C ends the launcher and all its ranks together.
-        proc = subprocess.Popen(cmd, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL,
-                                env=dict(env), start_new_session=True)
-        try:
-            rc = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_tree(proc)
-            rc = proc.returncode
-        except BaseException:
-            _kill_tree(proc, grace_s=5.0)
-            raise
-    return rc, timed_out
 
 
 # --- what a launch left behind ------------------------------------------------------------------
@@ -298,8 +265,6 @@ def _parse(argv: list[str] | None) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     """Print, or replace this process with, the launch line of ``-- PROGRAM...`` on N ranks."""
-    import sys
-
     args = _parse(argv)
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
     try:

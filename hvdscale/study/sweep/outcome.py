@@ -10,8 +10,8 @@ from typing import Any
 from hvdscale.records.failed import FailedRecord
 from hvdscale.records.run import RunRecord
 from hvdscale.records.store import append_record
-from hvdscale.study.sweep.overhead import LaunchTiming
 from hvdscale.study.sweep.plan import Point, SweepSpec
+from hvdscale.study.sweep.timing import LaunchTiming
 
 
 @dataclass

@@ -15,7 +15,6 @@ from typing import Any
 
 from hvdscale import registry as strategies
 from hvdscale.config import RunConfig, check_launch, load_config, to_dict
-from hvdscale.config.model import SCALE_LR_RULES
 from hvdscale.corpora import corpus
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.experiment import same_point
@@ -24,6 +23,15 @@ from hvdscale.records.run import RunRecord
 from hvdscale.records.store import check_writable
 from hvdscale.registry import FRAMEWORKS
 from hvdscale.study.paired.rounds import ROUND_SUFFIX, by_round
+from hvdscale.study.sweep.grid import (
+    SCALE_LR,
+    Axis,
+    axes_of,
+    combination_name,
+    combinations,
+    describe_grid,
+    load_point_config,
+)
 from hvdscale.study.sweep.hostfile import Hostfile
 from hvdscale.study.sweep.launcher import check_launcher, place_ranks, split_launcher_args
 from hvdscale.study.sweep.names import parse_names
@@ -73,6 +81,8 @@ class SweepSpec:
     launch_per_point: bool = False
     """Every point in a launch of its own (``--launch-per-point``) instead of one launch per
     round for the points that can share one (hvdscale.study.sweep.groups)."""
+    grid: str = ""
+    """The grid's axes and values, as ``--dry-run`` prints them."""
 
 
 # --- parsing and planning (nothing launches here) -----------------------------------------
@@ -112,6 +122,8 @@ class SweepRequest:
     one more sweep axis); None: the config's ``optim.scale_lr``."""
     launch_per_point: bool = False
     """A launch per point (``--launch-per-point``) instead of one per round."""
+    axes: Sequence[str] = ()
+    """``--axis KEY=V,V,...`` strings: config keys the grid varies (a product)."""
 
 
 def parse_np(text: str) -> list[int]:
@@ -143,34 +155,27 @@ def parse_frameworks(text: str) -> list[str]:
     return parse_names(text, FRAMEWORKS, "--frameworks", "framework")
 
 
-def parse_rules(text: str) -> list[str]:
-    """``"none,sqrt"`` -> ``["none", "sqrt"]``: ``optim.scale_lr`` values (given order)."""
-    return parse_names(text, SCALE_LR_RULES, "--scale-lr", "learning-rate rule")
-
-
-def _rule_points(req: SweepRequest, pairs: list[tuple[str, str]], nps: list[int],
-                 cfgs: dict[tuple[str, str], RunConfig]) -> list[Point]:
-    """Every point, smallest rank count first; with ``--scale-lr``, once per rule (named by
-    its strategy and rule), its config loaded with the rule so a bad rule fails here."""
-    if req.scale_lr is None:
-        return [Point(i, s, n, cfgs[f, s])
-                for i, (n, (f, s)) in enumerate(((n, fs) for n in nps for fs in pairs), 1)]
-    rules = parse_rules(_joined(req.scale_lr))
-    scaling = {c.data.scaling for c in cfgs.values()}
-    if scaling != {"weak"}:
-        raise HvdscaleError("--scale-lr compares rules that act under weak scaling only "
-                            "(strong scaling keeps the global batch, so every rule keeps lr): "
-                            f"set data.scaling=weak (got {', '.join(sorted(scaling))})")
-    cfg_path = Path(req.config)
+def grid_points(req: SweepRequest, pairs: list[tuple[str, str]], nps: list[int],
+                cfgs: dict[tuple[str, str], RunConfig]) -> tuple[list[Point], list[Axis]]:
+    """Every point of the grid (``hvdscale.study.sweep.grid``), smallest rank count first, each
+    (framework, strategy) once per combination of the config axes; and those axes."""
+    axes = axes_of(list(req.axes), None if req.scale_lr is None else _joined(req.scale_lr))
+    if any(a.key == SCALE_LR for a in axes):
+        scaling = {c.data.scaling for c in cfgs.values()}
+        if scaling != {"weak"}:
+            raise HvdscaleError("--scale-lr compares rules that act under weak scaling only "
+                                "(strong scaling keeps the global batch, so every rule keeps "
+                                f"lr): set data.scaling=weak (got {', '.join(sorted(scaling))})")
+    combos = combinations(axes)
+    loaded = {(f, s, sets): cfgs[f, s] if not sets else load_point_config(
+        Path(req.config), req.overrides, sets, f, s) for f, s in pairs for sets in combos}
     points = []
     for n in nps:
         for f, s in pairs:
-            for rule in rules:
-                sets = (f"optim.scale_lr={rule}",)
-                cfg = load_config(cfg_path, [*req.overrides, *sets, f"framework={f}",
-                                             f"strategy.name={s}"])
-                points.append(Point(len(points) + 1, s, n, cfg, sets, f"{s} scale_lr={rule}"))
-    return points
+            for sets in combos:
+                points.append(Point(len(points) + 1, s, n, loaded[f, s, sets], sets,
+                                    combination_name(s, axes, sets)))
+    return points, axes
 
 
 def _joined(value: str | list[Any]) -> str:
@@ -256,13 +261,14 @@ def plan_sweep(req: SweepRequest, env: Mapping[str, str] | None = None,
     if check_out:
         check_writable(req.out)
     # Every point at one rank count, smallest first: baselines come first.
-    points = _rule_points(req, pairs, nps, cfgs)
+    points, axes = grid_points(req, pairs, nps, cfgs)
     return SweepSpec(config=cfg_path.resolve(), overrides=tuple(req.overrides),
                      points=tuple(points), launcher=req.launcher, out=Path(req.out).resolve(),
                      hostfile=hosts, network_interfaces=req.network_interfaces,
                      launcher_args=extra, timeout_s=float(req.timeout_s), redo=req.redo,
                      progress_every=req.progress_every, repeats=req.repeats,
-                     launch_per_point=bool(req.launch_per_point))
+                     launch_per_point=bool(req.launch_per_point),
+                     grid=describe_grid(nps, pairs, axes))
 
 
 # --- records --------------------------------------------------------------------------------

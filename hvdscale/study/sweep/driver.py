@@ -1,16 +1,15 @@
-"""``hvdscale sweep``: every (ranks, strategy) point as its own launch, then the report.
+"""The one driver of every sweep (``hvdscale sweep``, ``hvdscale fusion`` and its DDP bucket
+sweep): the grid's points (``plan``, ``grid``) times ``repeats`` interleaved rounds, each round
+in its launches (``groups``: one launch per round for the points that can share one, run by
+``shared_launch``; a launch of its own for the others, ``run_point``), every launch started by
+``process.start``.
 
-A sweep is planned and checked completely before the first launch (``hvdscale.study.sweep.plan``).
-Each point then runs as one ``mpirun``/``horovodrun``/``srun`` subprocess with a time limit; its
-ranks write the usual record. A point that fails (non-zero exit, time limit, no record) gets a
-``status: failed`` record with the last lines of its stderr, and the sweep goes on. Points whose
-``ok`` record is already in the results directory (same config, same ranks) are skipped unless
-``redo``.
-
-With ``repeats`` > 1 the points run in interleaved rounds (``launches``): each launch's record
-is tagged with its round (``hvdscale.study.paired.rounds``), so the report pairs the points of one
-round, and a rerun fills only the rounds still missing. Before each launch the host's load is
-checked (``hvdscale.records.load``) and a busy host is warned about.
+A point whose ``ok`` record is already in the results directory (same config, same ranks; with
+rounds, tagged with the round: ``hvdscale.study.paired.rounds``) is skipped unless ``redo``, so a
+rerun fills only what is missing. A point that fails (non-zero exit, time limit, no record)
+gets a ``status: failed`` record with the last lines of its stderr, and the sweep goes on.
+Before each launch the host's load is checked (``hvdscale.records.load``) and a busy host is
+warned about. ``dry_run`` prints the grid and each launch instead.
 """
 
 from __future__ import annotations
@@ -18,27 +17,26 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from hvdscale.records.fields import Record
 from hvdscale.records.load import load_now
 from hvdscale.records.run import RunRecord
+from hvdscale.study.sweep import process
+from hvdscale.study.sweep.groups import Launch, all_launches
 from hvdscale.study.sweep.hostfile import write_hostfile
 from hvdscale.study.sweep.launcher import (
     error_summary,
     launch_env,
     launch_line,
+    rank_command,
     read_out,
-    run_launch,
 )
 from hvdscale.study.sweep.outcome import Outcome, SweepResult, failed_record
-from hvdscale.study.sweep.overhead import LaunchTiming, write_timing
 from hvdscale.study.sweep.plan import (
     Point,
     SweepSpec,
@@ -48,17 +46,15 @@ from hvdscale.study.sweep.plan import (
     recorded,
     rounds_of,
 )
+from hvdscale.study.sweep.shared_launch import run_shared, shared_command
+from hvdscale.study.sweep.timing import LaunchTiming, write_timing
 
 # --- launch commands ---------------------------------------------------------------------------
 
 def run_argv(spec: SweepSpec, point: Point) -> list[str]:
     """The ``hvdscale run`` command every rank of ``point`` executes."""
-    sets = [a for o in point_sets(spec, point) for a in ("--set", o)]
-    if spec.progress_every is not None:
-        sets += ["--progress-every", f"{spec.progress_every:g}"]
-    # The interpreter running the sweep runs the ranks too (same install on every host).
-    return [sys.executable, "-m", "hvdscale", "run", str(spec.config), *sets,
-            "--out", str(spec.out)]
+    return rank_command("run", spec.config, spec.out, point_sets(spec, point),
+                        spec.progress_every)
 
 
 def launch_command(spec: SweepSpec, point: Point, hostfile_path: Path | None = None,
@@ -94,9 +90,9 @@ def run_point(spec: SweepSpec, point: Point, hostfile_path: Path | None = None,
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     out_log, err_log = base.with_suffix(".stdout"), base.with_suffix(".stderr")
-    timing.spawned = time.time()
-    rc, timed_out = run_launch(cmd, env, spec.timeout_s, out_log, err_log)
-    timing.exited = time.time()
+    ended = process.start(cmd, env, (out_log, err_log), spec.timeout_s)
+    rc, timed_out = ended.rc, ended.timed_out
+    timing.spawned, timing.exited = ended.spawned, ended.exited
     seconds = time.monotonic() - t0
     new = read_out(spec.out)[before:]
     rec = next((r for r in reversed(new) if isinstance(r, RunRecord) and matches(r, point)),
@@ -143,8 +139,6 @@ def launches(spec: SweepSpec) -> list[tuple[int, Point]]:
     """(round, point) in launch order: round r launches every point once before round r+1,
     the order rotated by one point per round (as the benches do), so no point always runs
     first, or always right after the largest one."""
-    from hvdscale.study.sweep.groups import all_launches
-
     return [(x.round, x.points[0]) for x in all_launches(list(spec.points), spec.repeats,
                                                          per_point=True)]
 
@@ -186,8 +180,6 @@ def run_sweep(spec: SweepSpec, say: Callable[[str], None] = print) -> SweepResul
     """Run every round of every point of ``spec``: one launch per round for the points that
     share one (hvdscale.study.sweep.groups), one launch each for the others; one progress line
     per point, with the sweep's estimated time left once a point has been measured."""
-    from hvdscale.study.sweep.groups import all_launches
-
     result = SweepResult()
     plan = all_launches(list(spec.points), spec.repeats, spec.launch_per_point)
     total = sum(len(launch.points) for launch in plan)
@@ -228,26 +220,11 @@ def run_sweep(spec: SweepSpec, say: Callable[[str], None] = print) -> SweepResul
     return result
 
 
-def run_round(spec: SweepSpec, r: int, points: list[Point], hostfile: Path | None,
-              tell: Callable[[Outcome], None], say: Callable[[str], None] = print) -> None:
-    """Round ``r`` of ``points`` (those still to measure), as the sweep runs a round: the
-    points that share a launch in one (hvdscale.study.sweep.groups), order rotated by ``r``;
-    ``tell`` hears of each point as it ends. The multi-point drivers (fusion, DDP buckets)
-    run their rounds through here, their points already tagged with their round
-    (``round_point``: their sweep itself has one round)."""
-    from hvdscale.study.sweep.groups import round_launches
-
-    for launch in round_launches(points, r, spec.launch_per_point):
-        _run_launch(spec, launch, list(launch.points), hostfile, tell, say)
-
-
-def _run_launch(spec: SweepSpec, launch: Any, run: list[Point], hf: Path | None,
+def _run_launch(spec: SweepSpec, launch: Launch, run: list[Point], hf: Path | None,
                 tell: Callable[[Outcome], None], say: Callable[[str], None]) -> None:
-    """One launch of the plan: shared (hvdscale.study.sweep.round) or a point's own."""
+    """One launch of the plan: shared (hvdscale.study.sweep.shared_launch) or a point's own."""
     r = launch.round
     if launch.shared:
-        from hvdscale.study.sweep.round import run_shared
-
         warning = busy_warning(spec, run[0])
         if warning:
             say(f"round {r + 1} np={launch.ranks}: {warning}")
@@ -282,10 +259,11 @@ def dry_run(spec: SweepSpec, say: Callable[[str], None] = print) -> None:
     """Print each launch's command (every round's, in launch order) and the points it runs;
     launch nothing."""
     from hvdscale.study.sweep.groups import all_launches
-    from hvdscale.study.sweep.shared import shared_command
-
     hf = spec.hostfile.path if spec.hostfile else None  # the launch uses a clean copy of it
     plan = all_launches(list(spec.points), spec.repeats, spec.launch_per_point)
+    if spec.grid:
+        say(f"grid: {spec.grid} = {len(spec.points)} points x {spec.repeats} round(s), "
+            f"{len(plan)} launches")
     for k, launch in enumerate(plan, 1):
         r = launch.round
         rnd = f" round {r + 1}/{spec.repeats}" if spec.repeats > 1 else ""

@@ -12,7 +12,6 @@ two launches, beyond the launcher.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from typing import Any
 from hvdscale.records.fields import Record
 from hvdscale.records.launch import TIMING_FILE, LaunchCost
 from hvdscale.records.run import RunRecord
+from hvdscale.records.store import append_line
 from hvdscale.study.paired.rounds import round_of
 
 
@@ -52,8 +52,7 @@ def write_timing(out: Path, label: str, round_: int, entry: dict[str, Any]) -> N
     """Append one launch's timing line to ``out``'s ``sweep_timing.jsonl``."""
     line = LaunchCost.from_dict({"point": label, "round": round_, "at": round(time.time(), 3),
                                  **entry}, where="the sweep's timing line being written")
-    with open(Path(out) / TIMING_FILE, "a", encoding="utf-8") as f:
-        f.write(json.dumps(line.to_dict()) + "\n")
+    append_line(Path(out) / TIMING_FILE, line)
 
 
 # --- records their sweep accounted for (issue 50) ------------------------------------------

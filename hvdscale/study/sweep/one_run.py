@@ -10,24 +10,21 @@ placement.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.run import RunRecord
-from hvdscale.study.sweep.launcher import error_summary, launch_env, launch_line, read_out
-
-
-def run_program(config: str | Path, out: str | Path, sets: tuple[str, ...] | list[str] = (),
-                quiet: bool = False) -> list[str]:
-    """The ``hvdscale run`` command every rank executes, in the sweep's form (``run_argv``:
-    this interpreter, the overrides, then ``--out``)."""
-    return [sys.executable, "-m", "hvdscale", "run", str(config),
-            *(a for s in sets for a in ("--set", s)), *(["--quiet"] if quiet else []),
-            "--out", str(out)]
+from hvdscale.study.sweep import process
+from hvdscale.study.sweep.launcher import (
+    error_summary,
+    launch_env,
+    launch_line,
+    rank_command,
+    read_out,
+)
 
 
 def single_run_line(ranks: int, config: str | Path, out: str | Path,
@@ -48,7 +45,7 @@ def single_run_line(ranks: int, config: str | Path, out: str | Path,
     """
     given = {**os.environ, **(env or {})}
     # Exports judged on the environment as given, as the sweep judges them (launch_command).
-    cmd = launch_line("mpirun", ranks, run_program(config, out, sets, quiet),
+    cmd = launch_line("mpirun", ranks, rank_command("run", config, out, sets, quiet=quiet),
                       launcher_args=launcher_args, env=given)
     return cmd, launch_env(given)
 
@@ -75,17 +72,23 @@ class RunLaunch:
 def launch_run(ranks: int, config: str | Path, out: str | Path,
                sets: tuple[str, ...] | list[str] = (),
                how: RunLaunch = RunLaunch()) -> RunRecord:
-    """Launch one run (see ``single_run_line``) and return the record it appended to ``out``.
+    """Launch one run (see ``single_run_line``; started and held to ``how.timeout_s`` by
+    ``hvdscale.study.sweep.process``) and return the record it appended to ``out``.
 
     Raises:
-        HvdscaleError: the launch failed or wrote no record (with the telling stderr line).
+        HvdscaleError: the launch failed, ran past its deadline (then it and every rank were
+            ended) or wrote no record; one line, with the telling stderr line.
     """
     cmd, full = single_run_line(ranks, config, out, sets, how.quiet, how.launcher_args, how.env)
     before = len(read_out(Path(out)))
-    proc = subprocess.run(cmd, env=full, cwd=how.cwd, capture_output=True, text=True,
-                          timeout=how.timeout_s, stdin=subprocess.DEVNULL)
+    with tempfile.TemporaryDirectory(prefix="hvdscale-run-") as tmp:
+        logs = (Path(tmp) / "stdout", Path(tmp) / "stderr")
+        ended = process.start(cmd, full, logs, how.timeout_s, cwd=how.cwd)
+        stdout, stderr = (f.read_text(errors="replace") for f in logs)
     new = [r for r in read_out(Path(out))[before:] if isinstance(r, RunRecord)]
-    if proc.returncode != 0 or not new:
-        raise HvdscaleError(f"run of {config} at np={ranks} failed (exit {proc.returncode}): "
-                            f"{error_summary(proc.stderr, stdout=proc.stdout)}")
+    if ended.timed_out:
+        raise HvdscaleError(f"run of {config} at np={ranks} {ended.why}")
+    if ended.rc != 0 or not new:
+        raise HvdscaleError(f"run of {config} at np={ranks} failed (exit {ended.rc}): "
+                            f"{error_summary(stderr, stdout=stdout)}")
     return new[-1]
