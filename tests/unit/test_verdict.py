@@ -89,7 +89,7 @@ def test_no_op_candidates_are_recommended_at_most_5_percent() -> None:
 
 
 def test_a_real_difference_is_found_the_right_way() -> None:
-    """A 5 % gain under 1 % noise per series is decided, faster, within 5 rounds in 80 % of sweeps."""
+    """A 5 % gain under 1 % noise per series: decided, faster, within 5 rounds in 80 %."""
     noise = np.random.default_rng(5).normal(0, 0.01, 5000)
     out = comparisons(noise, np.random.default_rng(6), 500, 5, effect=0.05)
     assert out["right_direction"] / out["n"] >= 0.8 and out["false_verdicts"] == 0, out
