@@ -103,3 +103,14 @@ def test_recommend_shares_the_level_among_its_candidates() -> None:
     assert crowded["candidate"] == "x" and crowded["recommended"] is None
     assert "31 candidates tested" in crowded["verdict"]
     assert math.isclose(crowded["ratios"]["x"]["k"], 31)
+
+
+def test_a_sweep_is_told_what_is_still_open_nearest_first() -> None:
+    from hvdscale.study.verdict import still_open
+
+    todo = still_open({"decided": [1.10, 1.11, 1.105], "near": [1.06, 1.03, 1.05],
+                       "far": [1.1, 0.9, 1.05], "short": [1.2, 1.21]})
+    names = [n for n, _ in todo]
+    assert "decided" not in names and names[-1] == "far" and todo[-1][1] is None
+    assert all(m is not None and m >= 1 for n, m in todo if n != "far")
+    assert [m for _, m in todo[:-1]] == sorted(m for _, m in todo[:-1])

@@ -14,7 +14,9 @@ from hvdscale.study.verdict.decide import (
     Verdict,
     decide,
     look_alpha,
+    still_open,
 )
 
 __all__ = ["ALPHA", "DELTA", "EQUIVALENT", "FASTER", "MIN_ROUNDS", "SLOWER", "UNDECIDED",
-           "Verdict", "decide", "look_alpha"]
+           "Verdict", "decide", "look_alpha",
+           "still_open"]

@@ -167,3 +167,13 @@ def decide(ratios: Sequence[float], delta: float = DELTA, alpha: float = ALPHA,
     two = critical(n, alpha, k)[0]
     return Verdict(out, n, math.exp(m), math.exp(m - two * se), math.exp(m + two * se), delta,
                    None if out != UNDECIDED else more_rounds(m, sd, n, delta, alpha, k))
+
+
+def still_open(comparisons: dict[str, Sequence[float]], delta: float = DELTA,
+               alpha: float = ALPHA) -> list[tuple[str, int | None]]:
+    """What a sweep measuring until decided runs next: the undecided comparisons (name ->
+    paired ratios so far), nearest to a decision first, each with the further rounds it would
+    take at its spread (None: not in sight within ``HORIZON``; those come last)."""
+    open_ = [(name, decide(r, delta, alpha)) for name, r in comparisons.items()]
+    todo = [(name, v.more) for name, v in open_ if not v.decided]
+    return sorted(todo, key=lambda nm: (nm[1] is None, nm[1] or 0))
