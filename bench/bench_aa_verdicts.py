@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,8 @@ def render(doc: dict[str, Any]) -> str:
     sim = simulated(ROOT / "bench" / "results", seed=doc["simulated"]["seed"])
     real = real_verdicts(doc["real"]["sweeps"])
     c, r, old = sim["comparison"], sim["recommendation"], sim["sign_rule"]
+    loads = [x for sw in doc["real"]["sweeps"] for x in sw["load_1min"] if x is not None]
+    finals = ", ".join(f"{k} {v}" for k, v in sorted(Counter(real["final_outcomes"]).items()))
     lines = ["| A/A (identical series) | false verdicts |", "|:--|--:|",
              f"| simulated comparisons, a look after every round {MIN} to {c['max_rounds']}, "
              f"stopped at the first decision | {_pct(c['false_verdicts'], c['n'])} |",
@@ -86,7 +89,9 @@ def render(doc: dict[str, Any]) -> str:
              f"| real sweeps, {doc['real']['pairs']} paired rounds each "
              f"({doc['real']['config']}) | {_pct(real['false_verdicts'], real['n'])} |", "",
              f"Noise: {sim['noise_deviations']} recorded round deviations, sd "
-             f"{100 * sim['noise_sd']:.1f}% of a series' words/s (seed {sim['seed']}).", "",
+             f"{100 * sim['noise_sd']:.1f}% of a series' words/s (seed {sim['seed']}). Real "
+             f"sweeps: {doc['real']['steps']} measured steps a run, 1-minute load "
+             f"{min(loads):.1f}-{max(loads):.1f}; their final verdicts: {finals}.", "",
              "| a real 5% difference, at most | decided the right way | decided the wrong way |",
              "|:--|--:|--:|"]
     for m, p in sim["power_5pct"].items():
