@@ -18,6 +18,8 @@ from hvdscale.study.report.points import Experiment, Point
 
 MAX_LINES = 15
 """The answer's length cap: the tables follow it."""
+SHOWN = 4
+"""Decided verdicts named per rank count (the rest are in the tables)."""
 
 NEXT_STEP = {
     "straggler_idle": ("global bucketing (`data.bucketing.global: true`), so every rank's "
@@ -111,7 +113,8 @@ def answer(records: Sequence[Record], exps: dict[str, Experiment]) -> str:
             head = f"- **np={n}** ({exp.names[0]}) speedup, efficiency: " + "; ".join(
                 f"{label} {_speedup(p)}" for label, p in pts)
             decided, undecided = _verdicts(exp, n)
-            said = "; ".join(decided) if decided else "no comparison decided yet"
+            said = ("; ".join(decided[:SHOWN]) if decided else "no comparison decided yet") + (
+                f"; {len(decided) - SHOWN} more in the tables" if len(decided) > SHOWN else "")
             more = (f" ({undecided} undecided: `--repeats N` adds rounds)" if undecided
                     else "")
             lines += [head, f"  - decided: {said}{more}", f"  - {_cause(rows, n, configs)}"]
