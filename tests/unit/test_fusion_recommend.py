@@ -1,8 +1,8 @@
 """The fusion recommendation comes from PAIRED per-round ratios over Horovod's defaults, on crafted
 records: it picks the setting with the best paired ratio (not the best unpaired median), reports
-the spread, and recommends only what the decision procedure decides faster (issue 62). Rounds are paired by the
-round each record measured (``hvdscale.study.paired.rounds``), never by their order, so a failed
-launch leaves a gap instead of shifting every later round."""
+the spread, and recommends only what the decision procedure decides faster (issue 62). Rounds
+are paired by the round each record measured (``hvdscale.study.paired.rounds``), never by their
+order, so a failed launch leaves a gap instead of shifting every later round."""
 
 from __future__ import annotations
 
