@@ -118,7 +118,8 @@ def simulated(results: Path, seed: int = 62, sweeps: int = 10_000, rec_sweeps: i
                                    rule=sign_rule)
     out["power_5pct"] = {str(m): comparisons(noise, np.random.default_rng(seed + 2), 2_000, m,
                                              effect=0.05) for m in (5, 10, 20)}
-    out["n"] = sweeps + out["recommendation"]["comparisons"]
+    # n counts sweeps: each comparison sweep, and each recommendation among its candidates.
+    out["n"] = sweeps + rec_sweeps
     out["false_verdicts"] = (out["comparison"]["false_verdicts"]
                              + out["recommendation"]["false_verdicts"])
     return out
