@@ -23,7 +23,7 @@ MPI4PY_SPEC=${MPI4PY_SPEC:-mpi4py>=4.1,<5}
 PLATFORM=${BUNDLE_PLATFORM:-manylinux_2_28_x86_64}
 # What hvdscale and Horovod need at run time besides torch; the wheels' own Requires-Dist
 # (Horovod's cffi>=1.4.0, ...) are added to these when the bundle is built (fetch_wheels).
-RUNTIME_DEPS=(numpy "pyyaml>=6" "msgspec>=0.19" matplotlib psutil cloudpickle packaging)
+RUNTIME_DEPS=(numpy scipy "pyyaml>=6" "msgspec>=0.19" matplotlib psutil cloudpickle packaging)
 # What the checks run on the target need (evidence/gpu_device.sh's exact stage runs pytest).
 CHECK_DEPS=(pytest)
 

@@ -62,7 +62,7 @@ fi
 # --- Python packages ------------------------------------------------------------------------
 pip() { "$PYTHON" -m pip "$@"; }
 say "pip install $TORCH_SPEC $TF_SPEC and tools"
-pip install -q "$TORCH_SPEC" "$TF_SPEC" "mpi4py>=4.0" "pyyaml>=6" "msgspec>=0.19" "numpy" "matplotlib" \
+pip install -q "$TORCH_SPEC" "$TF_SPEC" "mpi4py>=4.0" "pyyaml>=6" "msgspec>=0.19" "numpy" "scipy" "matplotlib" \
   "cloudpickle" "psutil" "packaging" "cffi" "setuptools" "wheel" "pytest" "pytest-xdist" "ruff" \
   "jsonschema" \
   "mutmut==2.5.1" "whatthepatch==1.0.7" \

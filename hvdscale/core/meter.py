@@ -1,4 +1,4 @@
-"""Warm-up exclusion, words/s and spread. numpy only: no framework imports.
+"""Warm-up exclusion, words/s and spread. numpy and scipy only: no framework imports.
 
 Steps are numbered like tf_cnn_benchmarks: warm-up steps are negative (-W..-1) and the measured
 window is 0..N-1, bounded by barriers so every rank's window covers the same steps.
@@ -12,17 +12,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# Two-sided 95% Student t quantiles for small samples; the normal 1.96 beyond 30 d.o.f.
-_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-        2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
-
 
 def t95(dof: int) -> float:
-    """Two-sided 95% t quantile for ``dof`` degrees of freedom."""
+    """Two-sided 95% Student t quantile for ``dof`` degrees of freedom (scipy.stats; nan for
+    none)."""
     if dof < 1:
         return float("nan")
-    return _T95[dof - 1] if dof <= len(_T95) else 1.96
+    from scipy import stats  # here, not at the top: ranks import this module at start-up
+
+    return float(stats.t.ppf(0.975, dof))
 
 
 def spread(values: list[float] | np.ndarray) -> dict[str, float]:

@@ -4,6 +4,9 @@ After every ``block_steps`` measured steps the ranks sum the block's real tokens
 seconds (one small allreduce, outside the measured window: the loop takes a stop check's time
 out of it), and rank 0 decides for everyone: stop once at least ``MIN_BLOCKS`` blocks give a 95%
 interval of words/s within +-``target_rel_ci`` of it, or once ``max_seconds`` have been measured.
+The interval is the one decision procedure's (``hvdscale.study.verdict``, issue 62): rank 0 looks
+after every block, so the look at n blocks is made at its spent level alpha_n (the levels of all
+looks sum to 5 %), and stopping as soon as it is narrow enough keeps its 95 % coverage.
 
 The figure is the record's own: all words over all seconds (a ratio). Its interval comes from
 the blocks by the ratio estimator's standard error (the spread of each block's words about the
@@ -32,9 +35,11 @@ MAX_BLOCKS = 100_000
 """The step stream's length cap in blocks; ``max_seconds`` ends a run long before."""
 
 
-def ratio_interval(words: list[float], seconds: list[float]) -> tuple[float, float]:
+def ratio_interval(words: list[float], seconds: list[float],
+                   anytime: bool = False) -> tuple[float, float]:
     """(words/s over all blocks, the 95% half-width of it) by the ratio estimator; the
-    half-width is inf for fewer than 2 blocks."""
+    half-width is inf for fewer than 2 blocks. ``anytime``: the half-width valid at every look
+    (``hvdscale.study.verdict.decide.critical`` for this many blocks; inf below its minimum)."""
     w, t = np.asarray(words, dtype=np.float64), np.asarray(seconds, dtype=np.float64)
     total = float(t.sum())
     rate = float(w.sum()) / total if total > 0 else float("nan")
@@ -43,7 +48,12 @@ def ratio_interval(words: list[float], seconds: list[float]) -> tuple[float, flo
         return rate, math.inf
     resid = w - rate * t
     se = math.sqrt(float(np.sum(resid ** 2)) / (n - 1)) / (float(t.mean()) * math.sqrt(n))
-    return rate, t95(n - 1) * se
+    if not anytime:
+        return rate, t95(n - 1) * se
+    # Here, not at the top: ranks import this module at start-up; scipy loads on rank 0 only.
+    from hvdscale.study.verdict.decide import MIN_ROUNDS, critical
+
+    return rate, (critical(n)[0] * se if n >= MIN_ROUNDS else math.inf)
 
 
 class BlockMeter:
@@ -92,9 +102,9 @@ class BlockMeter:
         return ""
 
     def interval(self) -> tuple[float, float]:
-        """(words/s, its 95% half-width) over the blocks so far."""
+        """(words/s, its 95% half-width, valid at every look) over the blocks so far."""
         return ratio_interval([b["words"] for b in self.blocks],
-                              [b["seconds"] for b in self.blocks])
+                              [b["seconds"] for b in self.blocks], anytime=True)
 
     def summary(self) -> dict[str, Any]:
         """The record's ``interval``: the blocks, the interval and whether it met the target."""

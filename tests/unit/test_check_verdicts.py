@@ -1,4 +1,5 @@
-"""Issue 50: check_benchmarks refuses a verdict from fewer than 3 paired rounds in README (seen
+"""Issues 50 and 62: check_benchmarks refuses a claim the decision procedure does not back in
+README or BENCHMARKS.md, prose or table cell (seen
 failing on README's former sentence "came within 10 % ... for Horovod and DDP", one round), a
 late record (the evidence run's DDP np=8 point, left out of the table it was published in) and
 a README figure that no longer matches its raw file."""
@@ -22,18 +23,46 @@ def _module(name: str):
         sys.path.insert(0, str(ROOT / folder))
     spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / "checks" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # a dataclass looks its module up there
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
     return mod
 
 
-def test_a_verdict_needs_three_named_rounds_or_says_it_is_none() -> None:
+PLANTED = "Horovod is the fastest strategy here, well ahead of the parameter server."
+"""Issue 62's planted claim: no raw file, no verdict of the procedure behind it."""
+
+
+def test_a_claim_needs_the_procedure_behind_it_or_says_it_is_undecided() -> None:
     v = _module("check_verdicts")
-    assert v.unsupported_verdicts(FORMER + " for the rest.")  # one round, no count named
-    assert v.unsupported_verdicts("Horovod is faster than DDP (x1.04, n=2).")
-    assert v.unsupported_verdicts("The fit came within 5.5 % in 2 rounds.")
-    assert not v.unsupported_verdicts("Horovod is faster than DDP in every round (n=3).")
+    assert v.unsupported_verdicts(FORMER + " for the rest.")  # within 10 %, nothing behind it
+    assert v.unsupported_verdicts(PLANTED)
+    assert v.unsupported_verdicts("Horovod is faster than DDP in every round (n=3).")  # sign rule
+    assert v.unsupported_verdicts("| horovod | 24948 | the fastest |\n")  # table cells count
+    assert v.unsupported_verdicts("Sparse gains nothing here (x0.989, 0.910-1.069).")
+    assert v.unsupported_verdicts("DDP tuned at 1 MiB buckets.")
     assert not v.unsupported_verdicts("It read within 10 % once; one round is no verdict.")
-    assert not v.unsupported_verdicts("| a | faster than | b |\n\n    x beats y\n")  # no prose
+    assert not v.unsupported_verdicts("Horovod against DDP is undecided (x1.05, 3 rounds).")
+    assert not v.unsupported_verdicts("The step lasts as long as the slower rank's.")  # no pair
+    assert not v.unsupported_verdicts("    x beats y\n\n```\nfastest\n```\n")  # code
+    assert not v.unsupported_verdicts("<!-- generated: x -->\nA beats B\n<!-- end generated -->")
+
+
+def test_a_claim_is_checked_against_its_raw_file_by_the_procedure() -> None:
+    v = _module("check_verdicts")
+    steady = {"rounds": [{"alone": {"wall_s": w}, "shared": {"wall_s": 1.0}}
+                         for w in (1.66, 1.67, 1.71)]}
+    scattered = {"rounds": [{"alone": {"wall_s": w}, "shared": {"wall_s": 1.0}}
+                            for w in (1.1, 1.9, 1.3)]}
+    claim = next(c for c in v.CLAIMS if c.raw == "demo_pair_issue53.json")
+    figure, outcome = claim.figure(steady)
+    assert outcome == "faster" and figure.startswith("decided faster, x1.68 (")
+    text = f"One launch per round: {figure}."
+    assert v.check_claims(text, lambda _: steady, [claim]) == ([figure], [])
+    assert not v.unsupported_verdicts(text, [figure])
+    # The same sentence on rounds that scatter: the procedure no longer decides it.
+    fig2, out2 = claim.figure(scattered)
+    _, bad = v.check_claims(f"One launch per round: {fig2}.", lambda _: scattered, [claim])
+    assert out2 == "undecided" and bad and "the procedure says undecided" in bad[0]
 
 
 def _check(tmp_path: Path, readme: str) -> subprocess.CompletedProcess:
@@ -55,21 +84,23 @@ def test_check_benchmarks_fails_on_the_former_readme_and_passes_on_this_one(
                             " for the parameter server. Nothing has run on several ") + now[end:]
     r = _check(tmp_path, former)
     assert r.returncode == 1
-    assert "README verdict from fewer than 3 paired rounds: '`predict --fit`" in r.stdout
+    assert ("README claim the decision procedure does not back (say it is undecided, or add a "
+            "check_verdicts.CLAIMS entry with its raw file): '`predict --fit`") in r.stdout
     assert "DDP's np = 8 point finished after the round's deadline" in r.stdout  # the late one
 
 
-def test_check_benchmarks_holds_benchmarks_md_to_the_same_rule(tmp_path: Path) -> None:
-    """A verdict sentence of BENCHMARKS.md's prose from 2 rounds fails the check; the same
-    sentence saying it is no verdict passes the verdict rule."""
+def test_check_benchmarks_fails_on_a_planted_claim_in_benchmarks_md(tmp_path: Path) -> None:
+    """Issue 62: the planted sentence fails check_benchmarks; the same sentence saying it is
+    undecided passes the verdict rule."""
     md = (ROOT / "bench" / "BENCHMARKS.md").read_text()
-    said = "\n\nHorovod beats DDP at np=2 (x1.05, 2 rounds).\n"
+    said = f"\n\n{PLANTED}\n"
     copy = tmp_path / "BENCHMARKS.md"
     copy.write_text(md + said)
     run = [sys.executable, "tools/checks/check_benchmarks.py", "--md", str(copy)]
     r = subprocess.run(run, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert "BENCHMARKS.md verdict from fewer than 3 paired rounds: 'Horovod beats DDP" in r.stdout
+    assert ("BENCHMARKS.md claim the decision procedure does not back (say it is undecided, or "
+            f"add a check_verdicts.CLAIMS entry with its raw file): {PLANTED!r}") in r.stdout
     assert r.returncode == 1
-    v = _module("check_verdicts")  # the same rule, in-process: a second run costs 10 s
-    assert v.check_verdicts(md + said.replace("2 rounds)", "2 rounds: no verdict)"),
+    v = _module("check_verdicts")  # the same rule, in-process: a second run costs minutes
+    assert v.check_verdicts(md + said.replace("server.", "server: undecided."),
                             "BENCHMARKS.md")[1] == []

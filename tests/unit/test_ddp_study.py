@@ -18,7 +18,7 @@ def _recs(*wps: float) -> list[RunRecord | None]:
 
 def test_a_bucket_size_is_recommended_only_when_every_round_beats_the_default() -> None:
     rows = [(None, _recs(200, 200, 200)), (1.0, _recs(90, 130, 95)),
-            (5.0, _recs(110, 105, 104)), (25.0, _recs(100, 100, 100))]
+            (5.0, _recs(110, 109, 109.5)), (25.0, _recs(100, 100, 100))]
     res = fusion_ddp.analyze(rows)
     assert res["best"] == "5MB" and res["recommendation"]["recommended"] == "5MB"
     assert res["best_over_defaults"]["min"] > 1.0

@@ -71,11 +71,12 @@ def test_rounds_show_spread_columns_and_paired_verdicts(tmp_path: Path) -> None:
     head = _header(md, "|Ranks|Workers|")
     assert "words/s min-max" in head and "MAD" in head and "[paired range]" in head
     assert "One run per point" not in md and "no verdict from one round" not in md
-    # horovod / ddp at np=2 over rounds: 1.118, 1.039, 1.068: faster in every round.
-    assert "|2|torch / fused / horovod|torch / fused / ddp|1.068|1.039-1.118|3|" in md
+    # horovod / ddp at np=2 over rounds: 1.118, 1.039, 1.068: ahead in every round, but
+    # three rounds that scatter by 8 % leave it undecided (issue 62), with what would decide.
+    assert "|2|torch / fused / horovod|torch / fused / ddp|1.075|0.942-1.226|3|undecided (" in md
     native = _header(md, "|torch|fused|horovod|ddp|2|")
-    assert native.endswith("Horovod faster than own in every round (x1.068, rounds "
-                           "1.039-1.118, n=3)|"), native
+    assert native.endswith("|undecided (x1.075 [0.942-1.226], 3 rounds): about 5 more rounds "
+                           "to decide|"), native
     rows = list(csv.DictReader(io.StringIO((tmp_path / "report.csv").read_text())))
     assert all(r["words_per_s_mad"] for r in rows)
 

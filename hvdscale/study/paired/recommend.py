@@ -1,13 +1,12 @@
 """Which setting to recommend over a reference (Horovod's defaults, DDP's bucket size...), from
 paired rounds: in each round every setting ran once, so a setting's words/s divided by the
 reference's words/s of the SAME round cancels what the round shared (a slow phase of a loaded
-machine). A setting is recommended only when its paired ratios lie above 1.0 in every round
-(their spread, min to max, does not straddle 1.0) of at least ``MIN_VERDICT_ROUNDS``;
-otherwise the reference stays. Below that many rounds, the ratios and their range are given
-with how many more rounds a verdict needs (issue 50: two rounds agreeing is not a verdict).
+machine). Every verdict here is ``hvdscale.study.verdict.decide``'s (issue 62): a setting is
+recommended only when the procedure, run on its paired ratios with its level divided among all
+the candidates (Bonferroni), decides it faster; otherwise the reference stays.
 
-Used by ``hvdscale fusion`` (``hvdscale.study.fusion.report``) and by any other sweep whose
-rounds are interleaved the same way.
+Used by ``hvdscale fusion`` (``hvdscale.study.fusion.report``), the DDP bucket sweep, the
+report and any other sweep whose rounds are interleaved the same way.
 """
 
 from __future__ import annotations
@@ -17,11 +16,16 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-MIN_VERDICT_ROUNDS = 3
-"""Paired rounds a verdict ("A beats B", "within X %", a recommendation) needs at least."""
+from hvdscale.study.verdict.decide import FASTER, MIN_ROUNDS, SLOWER, UNDECIDED, Verdict, decide
 
-NO_WINNER = "no setting beats the defaults beyond noise"
-"""The verdict when no setting's paired ratios all lie above 1.0."""
+MIN_VERDICT_ROUNDS = MIN_ROUNDS
+"""Paired rounds any verdict needs at least (``hvdscale.study.verdict.decide.MIN_ROUNDS``)."""
+
+NO_WINNER = "no setting is decided faster than the defaults"
+"""The verdict when no candidate is decided faster than the reference."""
+
+WITHIN_NOISE = "undecided"
+"""What a paired ratio says when the procedure cannot yet tell a difference from none."""
 
 
 def paired_ratios(a: Sequence[float | None], b: Sequence[float | None]) -> list[float]:
@@ -35,29 +39,32 @@ def paired_ratios(a: Sequence[float | None], b: Sequence[float | None]) -> list[
     return out
 
 
-def ratio_summary(ratios: Sequence[float]) -> dict[str, Any] | None:
-    """Median and spread (min, max) of paired ratios; None when there are none."""
+def ratio_summary(ratios: Sequence[float], k: int = 1) -> dict[str, Any] | None:
+    """Median and spread (min, max) of paired ratios with the procedure's verdict among ``k``
+    candidates (``outcome``, ``gmean``, the 95 % interval ``lo``-``hi``, ``more`` rounds);
+    None when there are none. ``consistent``: decided faster or slower."""
     if not ratios:
         return None
+    v = decide(ratios, k=k)
     return {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
-            "n": len(ratios), "ratios": list(ratios),
-            # Every round (MIN_VERDICT_ROUNDS at least) on one side of 1.0: beyond the noise.
-            "consistent": (len(ratios) >= MIN_VERDICT_ROUNDS
-                           and (min(ratios) > 1 or max(ratios) < 1))}
+            "n": len(ratios), "ratios": list(ratios), "k": k, "outcome": v.outcome,
+            "gmean": v.ratio, "lo": v.lo, "hi": v.hi, "more": v.more,
+            "consistent": v.outcome in (FASTER, SLOWER)}
+
+
+def verdict_of(s: Mapping[str, Any]) -> Verdict:
+    """The ``Verdict`` a ``ratio_summary`` holds."""
+    return decide(s["ratios"], k=s.get("k", 1))
 
 
 def rounds_short(n: int, min_rounds: int = MIN_VERDICT_ROUNDS) -> str:
-    """What ``n`` paired rounds lack for a verdict from ``min_rounds``, in words ("" when they
-    are enough)."""
+    """What ``n`` paired rounds lack for any verdict from ``min_rounds``, in words ("" when
+    they are enough)."""
     need = min_rounds - n
     if need <= 0:
         return ""
-    return (f"no verdict from {n} paired round{'s' * (n != 1)}: {need} more "
+    return (f"undecided from {n} paired round{'s' * (n != 1)}: at least {need} more "
             f"round{'s' * (need != 1)} needed (--repeats {min_rounds})")
-
-
-WITHIN_NOISE = "within the noise"
-"""What a paired ratio whose rounds straddle 1.0 says instead of naming a winner."""
 
 
 def paired_summary(a: Sequence[float | None],
@@ -67,67 +74,54 @@ def paired_summary(a: Sequence[float | None],
 
 
 def within_noise(s: dict[str, Any]) -> bool:
-    """Whether a ``ratio_summary``'s rounds (two at least) straddle 1.0: no winner."""
-    return s["n"] >= 2 and s["min"] <= 1.0 <= s["max"]
+    """Whether a ``ratio_summary`` with enough rounds for a verdict is still undecided."""
+    return s["n"] >= MIN_VERDICT_ROUNDS and s["outcome"] == UNDECIDED
 
 
 def compare(a: str, b: str, s: dict[str, Any] | None) -> str:
-    """One phrase on the paired ratio ``s`` of ``a`` over ``b``: which is faster in every
-    round, or that the difference is within the noise (the rounds straddle 1.0); below
-    ``MIN_VERDICT_ROUNDS`` the ratios without a verdict, and how many more rounds it needs."""
+    """One phrase on the paired ratio ``s`` of ``a`` over ``b``: the procedure's verdict in
+    plain words (faster by x % [95 % interval], no difference larger than 2 %, or undecided
+    with how many more rounds it would take)."""
     if s is None:
         return "no paired rounds"
-    spread = f"x{s['median']:.3f}, rounds {s['min']:.3f}-{s['max']:.3f}, n={s['n']}"
-    if within_noise(s):
-        return f"{WITHIN_NOISE} ({spread})"
-    if s["n"] < MIN_VERDICT_ROUNDS:
-        return f"{rounds_short(s['n'])} ({spread})"
-    if s["min"] > 1.0:
-        return f"{a} faster than {b} in every round ({spread})"
-    return f"{b} faster than {a} in every round ({spread})"
+    return verdict_of(s).words(a, b)
 
 
 def recommend(rounds: Mapping[str, Sequence[float | None]], reference: str,
               min_rounds: int = MIN_VERDICT_ROUNDS) -> dict[str, Any]:
-    """Pick the setting with the best median paired ratio over ``reference``.
+    """Pick the setting with the best paired ratio over ``reference``, recommended only when
+    decided faster with the level shared among all candidates.
 
     Args:
         rounds: per setting label, its words/s in round 0, 1, ... (None: that round failed).
         reference: the label every ratio is taken over (the defaults).
-        min_rounds: fewer paired rounds than this give no verdict, so no recommendation.
+        min_rounds: candidates with fewer paired rounds compete only when none has as many.
 
     Returns:
-        ``reference``; ``ratios`` (label -> ``ratio_summary`` over the reference);
-        ``candidate`` (the label with the best median ratio among those with at least
-        ``min_rounds`` paired rounds, or among all when none has; None when none is paired);
-        ``recommended`` (that label when its ratios all lie above 1.0 in at least
-        ``min_rounds`` rounds, else None);
-        ``verdict`` (one sentence saying which, and why).
+        ``reference``; ``ratios`` (label -> ``ratio_summary`` over the reference, k = the
+        number of candidates); ``candidate`` (the best geometric-mean ratio; None when none is
+        paired); ``recommended`` (that label when decided faster, else None); ``verdict``.
     """
     if reference not in rounds:
         return {"reference": reference, "ratios": {}, "candidate": None, "recommended": None,
                 "verdict": f"the reference ({reference}) was not measured: no paired "
                            f"recommendation"}
-    ratios = {label: ratio_summary(paired_ratios(wps, rounds[reference]))
+    k = max(1, len(rounds) - 1)
+    ratios = {label: ratio_summary(paired_ratios(wps, rounds[reference]), k)
               for label, wps in rounds.items() if label != reference}
     scored = {label: s for label, s in ratios.items() if s is not None}
     if not scored:
         return {"reference": reference, "ratios": ratios, "candidate": None,
                 "recommended": None, "verdict": f"{NO_WINNER} (no paired rounds)"}
-    # Only settings with enough paired rounds to show a spread compete: one lucky round of
-    # another setting must not hide one that wins every round. All compete when none has.
-    enough = {label: s for label, s in scored.items() if s["n"] >= min_rounds} or scored
-    candidate = max(enough, key=lambda label: enough[label]["median"])
+    enough = {label: s for label, s in scored.items()
+              if s["n"] >= max(min_rounds, MIN_VERDICT_ROUNDS)} or scored
+    candidate = max(enough, key=lambda label: enough[label]["gmean"])
     s = scored[candidate]
-    spread = f"x{s['median']:.3f}, rounds {s['min']:.3f}-{s['max']:.3f}, n={s['n']}"
-    if s["n"] < min_rounds:
-        verdict = f"{NO_WINNER}: {rounds_short(s['n'], min_rounds)} ({candidate}: {spread})"
-    elif s["min"] > 1.0:
-        verdict = f"{candidate} beats {reference} in every round ({spread})"
-    elif s["max"] < 1.0:
-        verdict = f"{NO_WINNER}: even the best, {candidate}, is slower in every round ({spread})"
+    v = verdict_of(s)
+    recommended = candidate if v.outcome == FASTER else None
+    if recommended:
+        verdict = f"recommended: {v.words(candidate, reference)}, {k} candidates tested"
     else:
-        verdict = f"{NO_WINNER}: the best, {candidate}, {spread}, straddles 1.0"
-    recommended = candidate if s["n"] >= min_rounds and s["min"] > 1.0 else None
+        verdict = f"{NO_WINNER} ({k} candidates tested); the best, {v.words(candidate, reference)}"
     return {"reference": reference, "ratios": ratios, "candidate": candidate,
             "recommended": recommended, "verdict": verdict}

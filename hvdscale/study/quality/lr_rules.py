@@ -8,7 +8,8 @@ the initial weights', ``record.quality.diverged``) never reaches it, whatever it
 
 Ranking: the rule that reached the target in the most rounds, then the lowest median time to
 target. Against the runner-up, the paired ratio (runner-up's time / the winner's) over the
-rounds both reached says how much faster; a ratio range that straddles 1.0 is within the noise.
+rounds both reached is judged by the one decision procedure (``hvdscale.study.verdict``):
+faster by x % with its 95 % interval, no difference larger than 2 %, or undecided.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from hvdscale.records.fields import Record
 from hvdscale.records.run import RunRecord
 from hvdscale.study.paired.recommend import (
     MIN_VERDICT_ROUNDS,
-    WITHIN_NOISE,
     paired_ratios,
     ratio_summary,
     rounds_short,
+    verdict_of,
     within_noise,
 )
 from hvdscale.study.paired.rounds import by_round, round_of
@@ -128,7 +129,7 @@ def rule_verdict(rules: Mapping[str, Sequence[Outcome | None]]) -> dict[str, Any
 
 def _sentence(win: str, run: str, stats: Mapping[str, Any], s: dict[str, Any] | None,
               missed: int, both: int) -> str:
-    """The verdict in words: a clear winner, or a difference within the noise; below
+    """The verdict in words: the procedure's on the paired times (decided or not); below
     ``MIN_VERDICT_ROUNDS`` rounds run by both (``both``), no verdict (``missed``: the rounds
     the runner-up missed and the winner reached)."""
     w, r = stats[win], stats[run]
@@ -140,13 +141,10 @@ def _sentence(win: str, run: str, stats: Mapping[str, Any], s: dict[str, Any] | 
     if s is None:
         return f"{reach}; {run} shares no round with it: no paired ratio"
     spread = f"x{s['median']:.2f}, rounds {s['min']:.2f}-{s['max']:.2f}, n={s['n']}"
-    if within_noise(s):
-        return f"{win} vs {run}: {WITHIN_NOISE} ({spread})"
     if s["n"] < MIN_VERDICT_ROUNDS:
         return f"{reach}; {win} ahead of {run} by its median ({spread}): {rounds_short(s['n'])}"
-    if s["min"] > 1.0:
-        return f"{win} first, faster than {run} in every paired round ({spread})"
-    return f"{win} first by its median, {run} faster in some rounds ({spread})"
+    # The ratio is the runner-up's time over the winner's: "faster" means the winner's.
+    return f"{reach}; time to target: {verdict_of(s).words(win, run)}"
 
 
 # --- the report's section --------------------------------------------------------------------

@@ -42,8 +42,9 @@ def horovod_vs_native(series: dict[str, list[Point]], order: list[str]) -> str:
         return ""
     head = ["### Horovod or the framework's own data parallelism\n",
             "Horovod / own above 1: Horovod's words/s was higher in these runs. Whether that is "
-            "beyond the noise takes paired rounds: the verdict says which is faster in every "
-            "round, that the difference is within the noise, or that one run each has no "
+            "beyond the noise takes paired rounds: from 3, the verdict says which is faster (by "
+            "how much, with its 95% interval), that they differ by no more than 2%, or that "
+            "it is undecided and how many more rounds would decide it; one run each has no "
             "spread to judge by.\n",
             "|Framework|RNN impl|Horovod|Framework's own|Ranks|Horovod words/s|"
             "Own words/s|Horovod / own|Verdict|", "|:--|:--|:--|:--|:--|:--|:--|:--|:--|"]

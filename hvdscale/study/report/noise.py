@@ -9,8 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from hvdscale.records.load import SLACK
-from hvdscale.study.paired.recommend import WITHIN_NOISE, compare, paired_summary, within_noise
+from hvdscale.study.paired.recommend import (
+    MIN_VERDICT_ROUNDS,
+    WITHIN_NOISE,
+    compare,
+    paired_summary,
+)
 from hvdscale.study.report.points import Experiment, Point
+from hvdscale.study.verdict.decide import EQUIVALENT, FASTER, SLOWER, UNDECIDED
 
 BUSY = " (busy)"
 """The mark of a point measured on a busy host, in every table that shows the point."""
@@ -69,13 +75,20 @@ def paired(a: Point, b: Point) -> dict[str, Any] | None:
 
 
 def ratio_cell(a: Point, b: Point) -> str:
-    """a / b: the paired median, with the rounds' range and "within the noise" when the range
-    straddles 1.0; the ratio of medians when fewer than two rounds measured both."""
+    """a / b: from 3 paired rounds the geometric mean with its 95 % interval and the verdict
+    (``hvdscale.study.verdict``: faster, slower, within 2 %, undecided); from 2 the paired
+    median with the rounds' range, undecided; the ratio of medians below that."""
     s = paired(a, b)
     if s is None or s["n"] < 2:
         return f"{a.words_per_s / b.words_per_s:.3f}"
-    noise = f", {WITHIN_NOISE}" if within_noise(s) else ""
-    return f"{s['median']:.3f} [{s['min']:.3f}-{s['max']:.3f}]{noise}"
+    if s["n"] < MIN_VERDICT_ROUNDS:
+        return f"{s['median']:.3f} [{s['min']:.3f}-{s['max']:.3f}], {WITHIN_NOISE}"
+    return f"{s['gmean']:.3f} [{s['lo']:.3f}-{s['hi']:.3f}], {OUTCOME_WORDS[s['outcome']]}"
+
+
+OUTCOME_WORDS = {FASTER: "faster", SLOWER: "slower", EQUIVALENT: "within 2%",
+                 UNDECIDED: WITHIN_NOISE}
+"""A verdict in one word for a table cell (the margin is the procedure's default, 2 %)."""
 
 
 def _busy_points(exps: dict[str, Experiment]) -> list[str]:
@@ -101,7 +114,8 @@ def busy_line(exps: dict[str, Experiment]) -> str:
 
 def comparisons(exp: Experiment, order: list[str]) -> str:
     """Per rank count with two or more series measured in paired rounds: the fastest series
-    (median) against each other, round by round, with a verdict (``recommend.compare``)."""
+    (median) against each other, round by round, with the procedure's verdict
+    (``recommend.compare``, ``hvdscale.study.verdict``)."""
     rows, met = [], []
     for n in sorted({p.ranks for pts in exp.series.values() for p in pts}):
         at = [(label, p) for label in order for p in exp.series[label] if p.ranks == n]
@@ -113,17 +127,21 @@ def comparisons(exp: Experiment, order: list[str]) -> str:
             s = paired(best, p) if p is not best else None
             if s is None or s["n"] < 2:
                 continue
-            rows.append(f"|{n}|{best_label}{mark(best)}|{label}{mark(p)}|{s['median']:.3f}|"
-                        f"{s['min']:.3f}-{s['max']:.3f}|{s['n']}|"
-                        f"{compare('A', 'B', s)}|")
+            interval = (f"{s['lo']:.3f}-{s['hi']:.3f}" if s["lo"] is not None
+                        else f"rounds {s['min']:.3f}-{s['max']:.3f}")
+            rows.append(f"|{n}|{best_label}{mark(best)}|{label}{mark(p)}|{s['gmean']:.3f}|"
+                        f"{interval}|{s['n']}|{compare('A', 'B', s)}|")
     if not rows:
         return no_verdict(met)
     return ("### A vs B, paired by round\n\n"
             "A: the fastest series at that rank count (median words/s); B: each other series. "
             "A / B is taken round by round (both measured in the same interleaved round, so a "
-            "slow phase of the machine hits both) and summarised by its median and range; a "
-            "range that straddles 1.0 is within the noise.\n\n"
-            "|Ranks|A|B|A / B (median)|Range over rounds|Rounds|Verdict|\n"
+            "slow phase of the machine hits both): its geometric mean and 95% interval, valid "
+            "at every look, and the verdict of one procedure (docs/running.md, \"How verdicts "
+            "are decided\"): faster by x%, no difference larger than 2%, or undecided with the "
+            "rounds a decision would take. From 3 paired rounds; identical series get a false "
+            "verdict at most 5% of the time.\n\n"
+            "|Ranks|A|B|A / B|95% interval|Rounds|Verdict|\n"
             "|:--|:--|:--|:--|:--|:--|:--|\n" + "\n".join(rows) + "\n\n")
 
 
@@ -148,5 +166,6 @@ def no_verdict(ranks: list[int]) -> str:
             "both, so there is no spread to tell a difference between them from the noise of "
             "the machine: the words/s and ratios above are single runs, not a winner. "
             "`hvdscale sweep ... --repeats N` (N >= 2) runs N interleaved rounds, filling only "
-            "the missing ones; the report then takes each ratio round by round and says which "
-            "series is faster in every round, or that the difference is within the noise.\n\n")
+            "the missing ones; the report then takes each ratio round by round and, from 3 "
+            "rounds, says which series is faster, that they differ by no more than 2%, or "
+            "that it is undecided and how many more rounds would decide it.\n\n")

@@ -30,6 +30,7 @@ from hvdscale.records.store import load_records
 from hvdscale.study.plotting import write_atomic
 from hvdscale.study.quality.lr_rules import rules_section
 from hvdscale.study.quality.time_to_quality import plot_quality, quality_section
+from hvdscale.study.report.answer import answer
 from hvdscale.study.report.breakdown import section as why_not_better
 from hvdscale.study.report.points import Experiment, collect
 from hvdscale.study.report.scaling_plot import plot_scaling
@@ -68,7 +69,12 @@ def run_sections(records: Sequence[Record], exps: dict[str, Experiment],
                  results: str | Path) -> list[str]:
     """The run records' sections, in the report's order (each "" when it has nothing to show).
     A new section is one more line here: a function of the records and/or the experiments."""
-    return [markdown(exps), why_not_better(records), quality_section(records),
+    tables = markdown(exps)
+    # The answer opens the report, right under its title (issue 62); the tables follow as
+    # they were.
+    title, rest = tables.split("\n\n", 1)
+    return [f"{title}\n\n{answer(records, exps)}{rest}", why_not_better(records),
+            quality_section(records),
             rules_section(records), startup_section(records, results),
             failed_points(open_failures(records)),
             horovod_timelines(records)]
