@@ -95,11 +95,12 @@ def clock() -> StartupClock:
 
 
 def init_mpi() -> None:
-    """Initialise MPI now (mpi4py's import does), unless the launch is gloo's: its own phase,
-    instead of hidden in Horovod's init or the world's construction."""
-    from hvdscale.core.world import is_gloo_launch
+    """Initialise MPI now (mpi4py's import does), in an MPI launch only (not horovodrun
+    --gloo's or torchrun's, which have no MPI job): its own phase, instead of hidden in
+    Horovod's init or the world's construction."""
+    from hvdscale.core.world import launch_kind
 
-    if not is_gloo_launch():
+    if launch_kind() == "mpi":
         from mpi4py import MPI  # noqa: F401  (hvd: the import runs MPI_Init_thread)
 
 
