@@ -6,7 +6,7 @@ import os
 
 os.environ.setdefault("HVDSCALE_TEST_FRAMEWORK", "ddp")  # the junit files' tag, as mpi_ddp's
 
-from tests.mpi_harness import (  # noqa: E402, F401  (pytest finds hooks and fixtures by name)
+from tests.mpi_harness import (  # noqa: F401  (pytest finds hooks and fixtures by name)
     _hang_timeout,
     comm_world,
     pytest_configure,
