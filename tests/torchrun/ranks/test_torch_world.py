@@ -49,3 +49,14 @@ def test_each_world_and_rendezvous_store_is_a_key_space_of_its_own(comm_world) -
         assert (a.get("k"), b.get("k")) == (b"first", b"second")
     finally:
         other.close()
+
+
+def test_a_plugin_on_the_worlds_collectives_is_exact_under_torchrun(comm_world) -> None:
+    import tests.toy_strategy  # noqa: F401  (registers "toy", declared to run under torchrun)
+    from hvdscale.registry import get
+    from tests.exactness import check_exact, config, distributed
+
+    assert "torchrun" in get("toy").launches
+    cfg = config("torch", "toy")
+    params, _ = distributed(cfg, comm_world)
+    check_exact(cfg, params, comm_world.size, 1e-5)
