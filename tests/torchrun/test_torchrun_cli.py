@@ -70,21 +70,39 @@ def test_the_target_has_no_mpi() -> None:
         assert not any(shutil.which(x) for x in ("mpirun", "mpiexec", "horovodrun"))
 
 
-@pytest.mark.parametrize("strategy", ["ddp", "independent"])
-def test_a_run_under_torchrun_records_its_launch(strategy: str, tmp_path: Path) -> None:
-    _seed(tmp_path)
-    r, _ = _launch(tmp_path, "--set", f"strategy.name={strategy}")
-    out = r.stdout + r.stderr
-    assert r.returncode == 0, out[-3000:]
-    assert f"/{strategy} ranks=2 words/s=" in out
-    lines = (tmp_path / "results.jsonl").read_text().splitlines()
-    assert lines[0] + "\n" == EARLIER and len(lines) == 2
-    rec = json.loads(lines[1])
+def _check_record(rec: dict, strategy: str) -> None:
     assert rec["status"] == "ok" and rec["ranks"] == 2
     assert rec["launcher_backend"] == "torchrun"
     assert rec["versions"]["mpi"] is None, rec["versions"]  # no MPI library loaded or found
     if strategy == "ddp":
         assert rec["strategy"]["rendezvous"]["source"] == "launcher", rec["strategy"]
+
+
+def test_a_ddp_run_under_torchrun_records_its_launch(tmp_path: Path) -> None:
+    _seed(tmp_path)
+    r, _ = _launch(tmp_path, "--set", "strategy.name=ddp")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    assert "/ddp ranks=2 words/s=" in out
+    lines = (tmp_path / "results.jsonl").read_text().splitlines()
+    assert lines[0] + "\n" == EARLIER and len(lines) == 2
+    _check_record(json.loads(lines[1]), "ddp")
+
+
+def test_a_sweep_with_launcher_torchrun_runs_independent_replicas(tmp_path: Path) -> None:
+    sweep = [sys.executable, "-m", "hvdscale", "sweep", "configs/demo.yaml", "--np", "2",
+             "--strategies", "independent", "--launcher", "torchrun", "--out", str(tmp_path),
+             "--no-plot", "--timeout", "150", *SMALL]
+    r = subprocess.run(sweep, cwd=ROOT, env=_env(), capture_output=True, text=True,
+                       timeout=240)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    assert "[1/1] torch independent np=2: ok" in out, out[-3000:]
+    (line,) = (tmp_path / "results.jsonl").read_text().splitlines()
+    _check_record(json.loads(line), "independent")
+    (log,) = (tmp_path / "logs").glob("*independent_np2*.stdout")
+    assert "torch.distributed.run --standalone" in log.read_text().splitlines()[0]
+    assert (tmp_path / "report.md").exists()
 
 
 @pytest.mark.parametrize("sets,why", [
