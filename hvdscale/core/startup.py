@@ -100,8 +100,17 @@ def init_mpi() -> None:
     Horovod's init or the world's construction."""
     from hvdscale.core.world import launch_kind
 
-    if launch_kind() == "mpi":
+    if launch_kind() != "mpi":
+        return
+    try:
         from mpi4py import MPI  # noqa: F401  (hvd: the import runs MPI_Init_thread)
+    except ImportError as e:  # a machine with PyTorch only: say what runs there
+        from hvdscale.errors import HvdscaleError
+
+        raise HvdscaleError(f"this launch needs MPI and mpi4py does not import ({e}); "
+                            "pip install mpi4py, or start the ranks with torchrun "
+                            "(torchrun --nproc-per-node N -m hvdscale run ...: ddp and "
+                            "independent run there without MPI)") from None
 
 
 def exit_now(code: int) -> None:

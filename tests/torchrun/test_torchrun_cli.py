@@ -179,3 +179,13 @@ def test_ctrl_c_ends_every_rank_and_keeps_the_finished_records(tmp_path: Path) -
     assert all(f"hvdscale: rank {k} interrupted" in out for k in (0, 1)), out[-3000:]
     assert "hvdscale/" not in out, out[-3000:]  # no rank's traceback
     assert (tmp_path / "results.jsonl").read_text() == EARLIER
+
+
+def test_a_run_with_no_launcher_and_no_mpi_says_what_to_do(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "hvdscale", "run", "configs/demo.yaml", "--out",
+                        str(tmp_path), *SMALL], cwd=ROOT, env=_env(), capture_output=True,
+                       text=True, timeout=120)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "Traceback" not in out, out[-3000:]
+    (line,) = [x for x in out.splitlines() if x.startswith("hvdscale: error")]
+    assert "mpi4py does not import" in line and "torchrun --nproc-per-node N" in line
