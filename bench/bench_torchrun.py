@@ -9,6 +9,11 @@ and Horovod unimportable), mpirun with MPI. Per launch it keeps words/s, the ran
 the first rank's process started (``spawn_s``), the wall time and the 1-minute load before
 the launch. ``--render`` prints BENCHMARKS.md's table from the raw file alone.
 
+The control ``mpirun-setsid`` (``--launchers mpirun,torchrun,mpirun-setsid``) runs mpirun's
+ranks each in a session of its own (``setsid -w``), as torchrun starts its ranks: with the
+kernel's autogroup scheduling, each session is a scheduling group, so on a host loaded by
+other sessions torchrun's ranks get a share each where mpirun's share one.
+
     nice -n 5 python bench/bench_torchrun.py --rounds 4 --json bench/results/torchrun_vs_mpirun.json
     python bench/bench_torchrun.py --render bench/results/torchrun_vs_mpirun.json
 """
@@ -33,6 +38,8 @@ from hvdscale.study.sweep.launcher import launch_env, launch_line
 ROOT = Path(__file__).resolve().parents[1]
 NOMPI = ROOT / "tests" / "torchrun" / "nompi"
 LAUNCHERS = ("mpirun", "torchrun")
+SETSID = ["setsid", "-w"]
+"""Each rank in a session of its own (torchrun's start_new_session), waited for by mpirun."""
 
 
 def one_launch(args: argparse.Namespace, launcher: str, out: Path) -> dict[str, Any]:
@@ -42,9 +49,11 @@ def one_launch(args: argparse.Namespace, launcher: str, out: Path) -> dict[str, 
     env = launch_env()
     if launcher == "torchrun":
         env["PYTHONPATH"] = f"{NOMPI}:{ROOT}"
+    elif launcher == "mpirun-setsid":
+        prog = [*SETSID, *prog]
     load = os.getloadavg()[0]
     t0 = time.time()
-    r = subprocess.run(launch_line(launcher, args.np, prog), cwd=ROOT, env=env,
+    r = subprocess.run(launch_line(launcher.split("-")[0], args.np, prog), cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=600)
     wall = time.time() - t0
     if r.returncode != 0:
@@ -54,14 +63,15 @@ def one_launch(args: argparse.Namespace, launcher: str, out: Path) -> dict[str, 
     return {"launcher": launcher, "load": load, "wall_s": round(wall, 3),
             "words_per_s": rec["words_per_s"], "startup_s": rec["startup"]["total_max_s"],
             "spawn_s": round(rec["startup"]["first_process_start"] - t0, 3),
-            "launcher_backend": rec["launcher_backend"], "step_median_s": rec["step_time"]["median"]}
+            "launcher_backend": rec["launcher_backend"],
+            "step_median_s": rec["step_time"]["median"]}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Every round, each launcher once, the order alternating."""
-    rounds = []
+    """Every round, each launcher once, the order rotated by one from round to round."""
+    rounds, launchers = [], args.launchers.split(",")
     for r in range(args.rounds):
-        order = LAUNCHERS if r % 2 == 0 else LAUNCHERS[::-1]
+        order = launchers[r % len(launchers):] + launchers[:r % len(launchers)]
         got = {}
         for launcher in order:
             with tempfile.TemporaryDirectory() as d:
@@ -75,6 +85,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def render(raw: dict[str, Any]) -> str:
     """BENCHMARKS.md's table and the paired ratios under it."""
     rounds = raw["rounds"]
+    launchers = rounds[0]["order"]
+    bases = [x for x in launchers if x != "torchrun"]
 
     def col(launcher: str, key: str) -> list[float]:
         return [r[launcher][key] for r in rounds]
@@ -83,18 +95,20 @@ def render(raw: dict[str, Any]) -> str:
             ("spawn_s", "launcher start to first rank's process (s)", "{:.2f}"),
             ("wall_s", "wall time of the launch (s)", "{:.1f}"))
     lines = [f"| DDP, {raw['config']} at np={raw['np']}, {len(rounds)} paired rounds | "
-             "mpirun, median | torchrun, median | torchrun / mpirun, paired: median [range] |",
-             "|---|---|---|---|"]
+             + " | ".join(f"{x}, median" for x in launchers) + " | "
+             + " | ".join(f"torchrun / {b}, paired: median [range]" for b in bases) + " |",
+             "|---|" + "---|" * (len(launchers) + len(bases))]
     for key, label, fmt in keys:
-        p = paired(col("torchrun", key), col("mpirun", key))
-        assert p is not None
-        lines.append(f"| {label} | {fmt.format(statistics.median(col('mpirun', key)))} | "
-                     f"{fmt.format(statistics.median(col('torchrun', key)))} | "
-                     f"{p['median']:.3f} [{p['min']:.3f}-{p['max']:.3f}] |")
+        cells = [fmt.format(statistics.median(col(x, key))) for x in launchers]
+        for b in bases:
+            p = paired(col("torchrun", key), col(b, key))
+            assert p is not None
+            cells.append(f"{p['median']:.3f} [{p['min']:.3f}-{p['max']:.3f}]")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     loads = recorded_loads(raw, skip=("loadavg_emit",))
-    lines.append(f"\nOrder alternating (mpirun first in rounds 1, 3, ...); 1-minute load before "
-                 f"the launches {min(loads):.1f}-{max(loads):.1f}, quiet="
-                 f"{quiet_label(raw)['quiet']}.")
+    lines.append(f"\nOrder rotated by one launcher a round (round 1: {', '.join(launchers)}); "
+                 f"1-minute load before the launches {min(loads):.1f}-{max(loads):.1f}, "
+                 f"quiet={quiet_label(raw)['quiet']}.")
     return "\n".join(lines) + "\n"
 
 
@@ -104,6 +118,8 @@ def main() -> int:
     ap.add_argument("--config", default="configs/demo.yaml")
     ap.add_argument("--np", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--launchers", default=",".join(LAUNCHERS),
+                    help="mpirun, torchrun, and the control mpirun-setsid, comma-separated")
     ap.add_argument("--set", action="append", default=[])
     ap.add_argument("--json", default="")
     ap.add_argument("--render", default="")
