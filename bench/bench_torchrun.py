@@ -33,7 +33,8 @@ from typing import Any
 
 from emit import emit, paired, quiet_label, recorded_loads  # bench/ is on sys.path
 
-from hvdscale.study.sweep.launcher import launch_env, launch_line
+from hvdscale.records.run import RunRecord
+from hvdscale.study.sweep.launcher import launch_env, launch_line, read_out
 
 ROOT = Path(__file__).resolve().parents[1]
 NOMPI = ROOT / "tests" / "torchrun" / "nompi"
@@ -58,13 +59,13 @@ def one_launch(args: argparse.Namespace, launcher: str, out: Path) -> dict[str, 
     wall = time.time() - t0
     if r.returncode != 0:
         raise SystemExit(f"{launcher} failed: {(r.stdout + r.stderr)[-3000:]}")
-    (line,) = (out / "results.jsonl").read_text().splitlines()
-    rec = json.loads(line)
+    (rec,) = read_out(out)
+    assert isinstance(rec, RunRecord)
     return {"launcher": launcher, "load": load, "wall_s": round(wall, 3),
-            "words_per_s": rec["words_per_s"], "startup_s": rec["startup"]["total_max_s"],
-            "spawn_s": round(rec["startup"]["first_process_start"] - t0, 3),
-            "launcher_backend": rec["launcher_backend"],
-            "step_median_s": rec["step_time"]["median"]}
+            "words_per_s": rec.words_per_s, "startup_s": rec.startup["total_max_s"],
+            "spawn_s": round(rec.startup["first_process_start"] - t0, 3),
+            "launcher_backend": rec.launcher_backend,
+            "step_median_s": rec.step_median_s}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
