@@ -6,7 +6,7 @@ framework is a package under ``hvdscale/frameworks/`` (see the checklist in
 ``hvdscale.frameworks``), a models package, and one entry here.
 
 Strategies: each declares its traits once, as a ``StrategySpec`` (its name, the frameworks it
-runs on, whether it needs an MPI launch, whether its ranks send anything, its place in the
+runs on, the launches it runs under, whether its ranks send anything, its place in the
 report, its prediction families, the precisions and RNN implementations it accepts, whether it
 can share a launch), read by config validation, the runner, the sweep, the report, predict and
 the breakdown. The built-ins are ``BUILTIN`` below (``hvdscale.strategies.builtin`` builds
@@ -44,6 +44,10 @@ def check_framework(name: str, key: str = "framework") -> str:
     return name
 
 
+TORCHRUN_UNDECLARED = ("it does not declare that it runs without MPI or Horovod (a strategy "
+                       "that needs only torch.distributed registers with torchrun=\"\")")
+"""Why a strategy that says nothing of torchrun is refused there."""
+
 PLUGINS_ENV = "HVDSCALE_STRATEGY_PLUGINS"
 """Comma-separated modules imported after the built-ins; each registers its strategies."""
 
@@ -80,7 +84,11 @@ class StrategySpec:
     frameworks: tuple[str, ...] = FRAMEWORKS
     """Frameworks it runs on."""
     mpi: str = ""
-    """Why it needs an MPI launch (not ``horovodrun --gloo``); empty: any launch will do."""
+    """Why it cannot run under ``horovodrun --gloo``, which starts no MPI job (empty: it
+    can)."""
+    torchrun: str = TORCHRUN_UNDECLARED
+    """Why it cannot run under ``torchrun``, which starts no MPI job and no Horovod (empty:
+    it can; a strategy that needs only torch.distributed and the harness's world says so)."""
     sends: bool = True
     """Whether its ranks exchange anything; False (independent replicas): no exposed
     communication in the breakdown and no shared model for the noise scale."""
@@ -104,8 +112,28 @@ class StrategySpec:
 
     @property
     def needs_mpi(self) -> bool:
-        """Whether it needs an MPI launch."""
+        """Whether it needs more than ``horovodrun --gloo`` gives (an MPI launch or torchrun)."""
         return bool(self.mpi)
+
+    @property
+    def launches(self) -> tuple[str, ...]:
+        """The launches it runs under (``hvdscale.core.world.LAUNCHES``)."""
+        why = {"mpi": "", "gloo": self.mpi, "torchrun": self.torchrun}
+        return tuple(k for k, v in why.items() if not v)
+
+
+def launch_refusal(spec: StrategySpec, launch: str) -> str:
+    """The one line that refuses ``spec`` under ``launch`` (``hvdscale.core.world.launch_kind``:
+    ``mpi``, ``gloo``, ``torchrun``), saying why and what to launch instead; empty when it
+    runs there."""
+    if launch in spec.launches:
+        return ""
+    if launch == "gloo":  # the words the MPI-only strategies have always been refused in
+        also = ", or torchrun" if "torchrun" in spec.launches else ""
+        return (f"strategy.name={spec.name} needs an MPI launch (mpirun, srun --mpi=pmix, or "
+                f"horovodrun without --gloo{also}): {spec.mpi}")
+    return (f"strategy.name={spec.name} does not run under torchrun: {spec.torchrun}; launch "
+            f"it with mpirun, srun --mpi=pmix or horovodrun (hvdscale sweep --launcher mpirun)")
 
 
 _SPECS: dict[str, StrategySpec] = {}
@@ -209,12 +237,18 @@ def order_key(name: str) -> tuple[int, str]:
 
 
 BUILTIN: tuple[StrategySpec, ...] = (
-    StrategySpec("horovod", "Horovod's allreduce", order=1, overlaps=True),
+    StrategySpec("horovod", "Horovod's allreduce", order=1, overlaps=True,
+                 torchrun="Horovod's ranks are started by horovodrun or an MPI launcher, "
+                          "and torchrun starts neither an MPI job nor Horovod's gloo "
+                          "rendezvous"),
     StrategySpec("independent", "independent replicas (no communication: the ideal case)",
-                 sends=False, order=0, families=("none", "straggler", "contention")),
+                 sends=False, order=0, families=("none", "straggler", "contention"),
+                 torchrun=""),
     StrategySpec(
         "ps", "the MPI parameter server", order=3,
         mpi="its workers and servers exchange gradients and parameters by MPI point-to-point",
+        torchrun="its workers and servers exchange gradients and parameters by MPI "
+                 "point-to-point, and torchrun starts no MPI job",
         families=("ps", "shared-link", "sync", "shared-link+straggler"),
         precisions=("fp32", "tf32", "bf16"),
         refuses="each server updates its own shard, so a step skipped for an overflow could not "
@@ -222,11 +256,12 @@ BUILTIN: tuple[StrategySpec, ...] = (
     StrategySpec(
         "ddp", "PyTorch's DistributedDataParallel", frameworks=("torch",), native=True,
         mpi="under horovodrun --gloo there is no MPI to agree torch.distributed's "
-            "MASTER_ADDR/MASTER_PORT over",
+            "MASTER_ADDR/MASTER_PORT over", torchrun="",  # torchrun's store is its rendezvous
         order=2, overlaps=True),  # ring allreduce over buckets, overlapped with backward
     StrategySpec(
         "mwms", "TensorFlow's MultiWorkerMirroredStrategy", frameworks=("tf",),
         native=True, mpi="under horovodrun --gloo there is no MPI to agree TF_CONFIG over",
+        torchrun="TensorFlow's TF_CONFIG is agreed over MPI, and torchrun starts no MPI job",
         order=2, overlaps=True,  # a ring of collective ops
         # TensorFlow's collective runtime cannot be configured again in one process.
         alone="TensorFlow's MultiWorkerMirroredStrategy is set up once per process"),

@@ -33,7 +33,7 @@ from hvdscale.core.batching import (
     per_rank_batch_size,
 )
 from hvdscale.core.device import CPU, Placement
-from hvdscale.core.world import is_gloo_launch
+from hvdscale.core.world import launch_kind
 from hvdscale.corpora.corpus import BOS, EOS, Batch, concat_batches, load_corpus
 from hvdscale.frameworks import load_framework
 from hvdscale.strategies import make_strategy
@@ -276,7 +276,7 @@ def ps_cases(test: Callable) -> Callable:
     test = pytest.mark.parametrize("placement,servers,model", PS_MODEL_CASES,
                                    ids=[f"{p}-{n}" + ("-custom" if m else "")
                                         for p, n, m in PS_MODEL_CASES])(test)
-    test = pytest.mark.skipif(is_gloo_launch(), reason="the parameter server needs an MPI "
+    test = pytest.mark.skipif(launch_kind() != "mpi", reason="the parameter server needs an MPI "
                               "launch")(test)
     return pytest.mark.np3(test)
 

@@ -1,4 +1,5 @@
-"""Multi-rank pytest harness: every rank runs the same session under mpirun or horovodrun.
+"""Multi-rank pytest harness: every rank runs the same session under mpirun, horovodrun or
+torchrun (tests/mpi_ddp and tests/torchrun there: no MPI, a ``TorchWorld``).
 
 Imported by the conftest.py of tests/mpi and tests/harness_selftest.
 
@@ -18,7 +19,14 @@ import tempfile
 
 import pytest
 
-from hvdscale.core.world import HorovodWorld, MPIWorld, World, init_horovod, is_gloo_launch
+from hvdscale.core.world import (
+    HorovodWorld,
+    MPIWorld,
+    World,
+    init_horovod,
+    is_gloo_launch,
+    is_torchrun_launch,
+)
 from hvdscale.frameworks import load_framework
 
 TEST_TIMEOUT_S = float(os.environ.get("HVDSCALE_TEST_TIMEOUT", "120"))
@@ -34,6 +42,8 @@ def world() -> World:
 
 
 def launcher() -> str:
+    if is_torchrun_launch():
+        return "torchrun"
     if is_gloo_launch():
         return "horovodrun-gloo"
     if "HOROVOD_HOSTNAME" in os.environ or "HOROVOD_RANK" in os.environ:
@@ -50,15 +60,19 @@ def _fw_tag() -> str:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    global _WORLD
-    if is_gloo_launch():
+    global _WORLD, _VERDICTS
+    if is_torchrun_launch():
+        from hvdscale.core.world_torch import TorchWorld
+
+        # As MPI's below: the outcomes travel on a group of their own.
+        _WORLD, _VERDICTS = TorchWorld(), TorchWorld()
+    elif is_gloo_launch():
         # hvd: no MPI job under --gloo: Horovod is the only channel
         horovod = load_framework(FRAMEWORK).HOROVOD
         init_horovod({}, horovod.module)  # hvd:
         _WORLD = HorovodWorld(horovod)
     else:
         _WORLD = MPIWorld()
-        global _VERDICTS
         # The outcomes' exchange gets a communicator of its own: on the world's, a rank that
         # left a test early would answer, from its teardown, a collective of the test that
         # another rank is still running, and then that rank would wait alone for ever.
@@ -75,7 +89,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 _HANG_LOG = None
 _VERDICTS = None
-"""The MPI communicator the ranks exchange each test's outcome on (None under --gloo)."""
+"""The MPI communicator (torchrun: the world) the ranks exchange each test's outcome on (None
+under --gloo)."""
 
 
 @pytest.fixture(autouse=True)
@@ -135,5 +150,5 @@ def hvd() -> object:
     return init_horovod({}, load_framework(FRAMEWORK).HOROVOD.module)
 
 
-needs_mpi = pytest.mark.skipif(is_gloo_launch(),
+needs_mpi = pytest.mark.skipif(is_gloo_launch() or is_torchrun_launch(),
                                reason="mpi4py point-to-point needs an MPI launch, not --gloo")

@@ -75,6 +75,14 @@ phase mpirun-np3 timeout 900 mpirun -np 3 --oversubscribe --tag-output "${PYTEST
 phase mpirun-np2-ddp timeout 1200 mpirun -np 2 --tag-output "${PYTEST[@]}" tests/mpi_ddp
 phase mpirun-np3-ddp timeout 900 mpirun -np 3 --oversubscribe --tag-output "${PYTEST[@]}" \
   tests/mpi_ddp -m np3
+# torchrun on a target with PyTorch only (issue 64; tests/torchrun/no_mpi.sh: mpi4py and Horovod
+# unimportable, no MPI launcher on PATH): DDP's exactness cases and the torchrun world on every
+# rank, then `hvdscale run` under torchrun (runs, refusals, failed and killed ranks, Ctrl-C).
+TORCHRUN=(python -m torch.distributed.run --nproc-per-node 2 --max-restarts 0)
+phase torchrun-np2 timeout 300 tests/torchrun/no_mpi.sh "${TORCHRUN[@]}" -m pytest \
+  -p no:cacheprovider --color=no -q tests/mpi_ddp/test_ddp_exactness.py tests/torchrun/ranks
+phase torchrun-cli timeout 300 tests/torchrun/no_mpi.sh "${PYTEST[@]}" "${XDIST[@]}" \
+  tests/torchrun/test_torchrun_cli.py --junitxml="$REPORTS/torchrun-cli.xml"
 # The same launches for TensorFlow (tests/mpi_tf starts horovod.tensorflow: one runtime each).
 phase mpirun-np2-tf timeout 1200 mpirun -np 2 --tag-output "${PYTEST[@]}" tests/mpi_tf
 phase horovodrun-gloo-np2-tf timeout 1200 horovodrun -np 2 --gloo "${PYTEST[@]}" tests/mpi_tf

@@ -24,7 +24,8 @@ from pathlib import Path
 # The launches tests/run.sh makes; each must run at least one test.
 LAUNCHES = ("single", "mpirun-np2", "horovodrun-gloo-np2", "mpirun-np3",
             "mpirun-tf-np2", "horovodrun-gloo-tf-np2", "mpirun-tf-np3",
-            "mpirun-ddp-np2", "mpirun-ddp-np3", "mpirun-mwms-np2", "mpirun-mwms-np3")
+            "mpirun-ddp-np2", "mpirun-ddp-np3", "mpirun-mwms-np2", "mpirun-mwms-np3",
+            "torchrun-ddp-np2", "torchrun-cli")
 
 # (launch pattern, test, part of the reason): the only skips CI accepts. A test without its
 # [parameters] stands for all of them.

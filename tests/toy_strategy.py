@@ -63,4 +63,4 @@ def _build(cfg: Any, world: Any, hooks: Hooks) -> Toy:
 SPEC = register(StrategySpec(
     "toy", "a test's allreduce over the harness's world", _build, order=4,
     families=("shared-link", "ring-bandwidth"), precisions=("fp32",), refuses=REFUSES,
-    alone=ALONE))
+    alone=ALONE, torchrun=""))  # the harness's world alone: it runs under torchrun too

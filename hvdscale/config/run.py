@@ -12,7 +12,7 @@ from hvdscale.config.model import ModelConfig, OptimConfig
 from hvdscale.config.quality import UntilConfig
 from hvdscale.config.strategy import StrategyConfig
 from hvdscale.errors import ConfigError
-from hvdscale.registry import FRAMEWORKS
+from hvdscale.registry import FRAMEWORKS, launch_refusal
 from hvdscale.registry import get as get_strategy
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
@@ -241,24 +241,25 @@ def tf32_in_force(cfg: RunConfig) -> str:
     return {"fp32": "off", "tf32": "on"}.get(cfg.precision, cfg.tf32)
 
 
-def check_launch(cfg: RunConfig, ranks: int, mpi: bool) -> None:
+def check_launch(cfg: RunConfig, ranks: int, mpi: bool | str) -> None:
     """Reject a config that ``ranks`` ranks cannot run (the preflight checks it on every rank,
     the sweep for every point before the first launch).
 
     Args:
         cfg: the run config.
         ranks: ranks of the job.
-        mpi: whether the job is an MPI job (not ``horovodrun --gloo``).
+        mpi: the launch (``hvdscale.core.world.launch_kind``: ``mpi``, ``gloo``,
+            ``torchrun``); True: an MPI job, False: ``horovodrun --gloo``.
 
     Raises:
-        ConfigError: a strategy that needs MPI without it, more servers than ranks, or
-            dedicated servers that leave no worker.
+        ConfigError: a strategy that does not run under this launch (the registry's
+            ``launches``), more servers than ranks, or dedicated servers that leave no worker.
     """
     s = cfg.strategy
-    spec = get_strategy(s.name)
-    if spec.needs_mpi and not mpi:
-        raise ConfigError(f"strategy.name={s.name} needs an MPI launch (mpirun, srun "
-                          f"--mpi=pmix, or horovodrun without --gloo): {spec.mpi}")
+    launch = mpi if isinstance(mpi, str) else ("mpi" if mpi else "gloo")
+    refusal = launch_refusal(get_strategy(s.name), launch)
+    if refusal:
+        raise ConfigError(refusal)
     if s.name != "ps":
         return
     if s.ps.num_servers > ranks:

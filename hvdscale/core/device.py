@@ -17,8 +17,9 @@ from typing import Any
 
 from hvdscale.errors import HvdscaleError
 
-LOCAL_RANK_ENV_VARS = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "HOROVOD_LOCAL_RANK",
-                       "SLURM_LOCALID")
+# torchrun's first: under srun plus torchrun, SLURM_LOCALID numbers the agent, not the rank.
+LOCAL_RANK_ENV_VARS = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                       "HOROVOD_LOCAL_RANK", "SLURM_LOCALID")
 
 
 def launch_local_rank() -> int:

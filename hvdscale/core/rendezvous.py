@@ -14,6 +14,10 @@ only then broadcasts address and port, so no other process can take the port in 
 Each rank names its interface toward that address for gloo (``GLOO_SOCKET_IFNAME``, unless the
 user set one), since gloo otherwise resolves the hostname, which such hosts may not map. A
 user-set ``MASTER_ADDR`` wins.
+
+A world whose launcher already runs a store every rank has joined (torchrun's: the world's
+``rendezvous_store``) needs no agreement: its store, under a prefix of its own, is the
+rendezvous, at torchrun's ``MASTER_ADDR``/``MASTER_PORT``.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from hvdscale.core.world import World, hostname
 
@@ -43,7 +48,10 @@ class Rendezvous:
     ifname: str | None
     """The local interface that reaches ``addr`` (None: loopback or left to the library)."""
     source: str
-    """``user`` (MASTER_ADDR set) or ``agreed`` (chosen by rank 0 and broadcast)."""
+    """``user`` (MASTER_ADDR set), ``agreed`` (chosen by rank 0 and broadcast) or ``launcher``
+    (the launcher's store: ``store``)."""
+    store: Any = None
+    """The store every rank has joined already (a launcher's), or None: connect to ``addr``."""
 
 
 def free_port() -> int:
@@ -166,6 +174,12 @@ def agree(world: World, listen: Callable[[str, int], int]) -> Rendezvous:
         RuntimeError: several hosts and no address of rank 0 they can all reach, or rank 0's
             store could not listen (the same error on every rank).
     """
+    launcher_store = getattr(world, "rendezvous_store", None)  # a world of a test may lack it
+    store = launcher_store("rendezvous") if launcher_store is not None else None
+    if store is not None:  # the launcher's own store: nothing to agree
+        return Rendezvous(os.environ.get("MASTER_ADDR", ""),
+                          int(os.environ.get("MASTER_PORT", "0") or 0),
+                          getattr(world, "ifname", None), "launcher", store)
     named = named_interfaces(os.environ)
     # hvd: one allgather and one broadcast, before the framework's process group exists
     hosts = world.allgather((hostname(), [a for _, a, _ in _addresses()]))  # hvd:
@@ -216,6 +230,16 @@ def job_addresses(ranks: list[tuple[str, list[Address], tuple[str, ...]]]) -> li
 def addresses() -> list[Address]:
     """This host's IPv4 (interface, address, netmask), loopback excluded."""
     return _addresses()
+
+
+def interface_toward(addr: str) -> str | None:
+    """This host's interface toward ``addr`` (named interfaces first; None: none fits)."""
+    return _interface_toward(addr, _addresses(), named_interfaces(os.environ))
+
+
+def loopback_interface() -> str | None:
+    """The loopback interface's name."""
+    return _loopback_if()
 
 
 def _loopback_if() -> str | None:

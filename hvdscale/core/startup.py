@@ -95,12 +95,22 @@ def clock() -> StartupClock:
 
 
 def init_mpi() -> None:
-    """Initialise MPI now (mpi4py's import does), unless the launch is gloo's: its own phase,
-    instead of hidden in Horovod's init or the world's construction."""
-    from hvdscale.core.world import is_gloo_launch
+    """Initialise MPI now (mpi4py's import does), in an MPI launch only (not horovodrun
+    --gloo's or torchrun's, which have no MPI job): its own phase, instead of hidden in
+    Horovod's init or the world's construction."""
+    from hvdscale.core.world import launch_kind
 
-    if not is_gloo_launch():
+    if launch_kind() != "mpi":
+        return
+    try:
         from mpi4py import MPI  # noqa: F401  (hvd: the import runs MPI_Init_thread)
+    except ImportError as e:  # a machine with PyTorch only: say what runs there
+        from hvdscale.errors import HvdscaleError
+
+        raise HvdscaleError(f"this launch needs MPI and mpi4py does not import ({e}); "
+                            "pip install mpi4py, or start the ranks with torchrun "
+                            "(torchrun --nproc-per-node N -m hvdscale run ...: ddp and "
+                            "independent run there without MPI)") from None
 
 
 def exit_now(code: int) -> None:

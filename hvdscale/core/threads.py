@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-LOCAL_SIZE_ENV_VARS = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "HOROVOD_LOCAL_SIZE",
-                       "SLURM_NTASKS_PER_NODE")
+# torchrun's first: under srun plus torchrun, SLURM's count the torchrun agents, not the ranks.
+LOCAL_SIZE_ENV_VARS = ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                       "HOROVOD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
 
 
 def launch_local_size() -> int:

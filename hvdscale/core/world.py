@@ -6,6 +6,12 @@ Two backends answer the same questions:
   ``horovodrun`` in MPI mode.
 * ``HorovodWorld`` over Horovod's own collectives: ``horovodrun --gloo`` starts processes with no
   MPI job behind them (mpi4py would see N singletons), so Horovod is the only channel there.
+* ``TorchWorld`` (``hvdscale.core.world_torch``) over a gloo group of torch.distributed on
+  torchrun's store: ``torchrun`` starts processes with no MPI job, on machines that may have
+  no MPI at all, so mpi4py is imported by ``MPIWorld`` alone.
+
+``launch_kind`` says which launch started the process (``mpi``, ``gloo``, ``torchrun``); the
+registry says which launches each strategy runs under.
 
 Horovod is started once per process, through the integration of the framework in use (its
 package's ``HOROVOD`` collectives name the module, e.g. ``horovod.torch``): each integration
@@ -27,11 +33,31 @@ from typing import Any, Protocol
 import numpy as np
 
 RANK_ENV_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "HOROVOD_RANK")
+TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+"""What torchrun (or a launcher of its kind: a PyTorchJob's pods) sets in every rank."""
+
+
+def is_torchrun_launch() -> bool:
+    """True when torchrun started this process: its agent's ``TORCHELASTIC_RUN_ID``, or its
+    rank variables with no MPI or Horovod launcher's (a PyTorchJob's pods; under ``srun``
+    plus torchrun, ``SLURM_PROCID`` numbers the nodes, torchrun's ``RANK`` the ranks)."""
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        return True
+    return (all(v in os.environ for v in TORCHRUN_VARS)
+            and not any(v in os.environ for v in RANK_ENV_VARS))
+
+
+def launch_kind() -> str:
+    """Which launch started this process: ``torchrun``, ``gloo`` (horovodrun --gloo) or
+    ``mpi`` (an MPI launcher, or none: one rank of its own)."""
+    if is_torchrun_launch():
+        return "torchrun"
+    return "gloo" if is_gloo_launch() else "mpi"
 
 
 def launch_rank() -> int:
     """This process's rank as the launcher's environment states it (0 when not launched)."""
-    for var in RANK_ENV_VARS:
+    for var in ("RANK",) if is_torchrun_launch() else RANK_ENV_VARS:
         if var in os.environ:
             try:
                 return int(os.environ[var])
@@ -70,6 +96,12 @@ class World:
 
     def close(self) -> None:
         """Release what this world holds of its own (nothing, unless it says otherwise)."""
+
+    def rendezvous_store(self, name: str) -> Any:
+        """A key-value store every rank already shares (the launcher's), under a prefix of its
+        own for ``name``; None: the world has none, and ``hvdscale.core.rendezvous`` has rank
+        0 bind one."""
+        return None
 
     @property
     def cross_size(self) -> int:
@@ -192,8 +224,13 @@ def init_horovod(env: dict[str, str], module: str) -> Any:
 
 
 def make_world(use_horovod: bool, horovod: HorovodCollectives, own_comm: bool = False) -> World:
-    """The world for this launch: Horovod's when it is the only channel or the strategy's;
-    ``own_comm``: an MPI world on a communicator of its own (``MPIWorld``)."""
+    """The world for this launch: torchrun's under torchrun (Horovod never runs there); else
+    Horovod's when it is the only channel or the strategy's; ``own_comm``: an MPI world on a
+    communicator of its own (``MPIWorld``; a ``TorchWorld`` always has a group of its own)."""
+    if is_torchrun_launch():
+        from hvdscale.core.world_torch import TorchWorld
+
+        return TorchWorld()
     if is_gloo_launch() or use_horovod:
         return HorovodWorld(horovod)
     return MPIWorld(own_comm)

@@ -17,13 +17,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hvdscale.core.world import hostname
+from hvdscale.core.world import hostname, launch_kind
 from hvdscale.doctor.network import interface_facts
 from hvdscale.doctor.probe import run_probes
 from hvdscale.records.provenance import versions
 from hvdscale.registry import LIBRARIES
 
-LAUNCHERS = ("mpirun", "horovodrun", "srun")
+LAUNCHERS = ("mpirun", "horovodrun", "srun", "torchrun")
 SLURM_VARS = ("SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES", "SLURM_NTASKS",
               "SLURM_TASKS_PER_NODE", "SLURM_CPUS_PER_TASK", "SLURM_PROCID")
 
@@ -83,6 +83,7 @@ def rank_facts(out: str) -> dict[str, Any]:
         "executable": sys.executable,
         "versions": versions(),
         "launchers": {name: shutil.which(name) for name in LAUNCHERS},
+        "launch": launch_kind(),
         "cores": os.cpu_count() or 1,
         "affinity": sorted(os.sched_getaffinity(0)),
         "load": list(psutil.getloadavg()),

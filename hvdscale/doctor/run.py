@@ -15,11 +15,11 @@ from typing import Any
 
 from hvdscale.core.faults import maybe_fault
 from hvdscale.core.supervise import abort_job
-from hvdscale.core.world import RANK_ENV_VARS, MPIWorld, is_gloo_launch
+from hvdscale.core.world import RANK_ENV_VARS, MPIWorld, World, is_gloo_launch, is_torchrun_launch
 from hvdscale.doctor import cluster, host, network, ranks, report, software
 from hvdscale.doctor.bench import BUDGET_S, allreduce_bench, check_bench
 from hvdscale.doctor.gather import gather
-from hvdscale.doctor.lines import FAIL, Line, Plan, worst
+from hvdscale.doctor.lines import FAIL, WARN, Line, Plan, worst
 from hvdscale.errors import HvdscaleError
 
 
@@ -96,8 +96,13 @@ def judge(facts: list[dict[str, Any]], plan: Plan, launch: Launch,
     return [*lines, bench] if bench is not None else lines
 
 
-def _world() -> MPIWorld | None:
-    """The launched job's MPI world; None when no launcher started this process."""
+def _world() -> World | None:
+    """The launched job's world (MPI's, or torchrun's); None when no launcher started this
+    process."""
+    if is_torchrun_launch():
+        from hvdscale.core.world_torch import TorchWorld
+
+        return TorchWorld()  # hvd: joins torchrun's store; no MPI needed
     if is_gloo_launch():
         raise HvdscaleError("the doctor gathers over MPI: launch it with mpirun, srun "
                             "--mpi=pmix or horovodrun without --gloo")
@@ -148,17 +153,20 @@ def doctor(args: DoctorArgs) -> int:
         deadline.stop()
 
 
-def _on_this_rank(args: DoctorArgs, world: MPIWorld | None, deadline: Deadline) -> int:
+def _on_this_rank(args: DoctorArgs, world: World | None, deadline: Deadline) -> int:
     deadline.phase = "gathering its facts"
     facts = gather(args.out, with_host=world is None or world.local_rank == 0,
                    timeout=args.timeout)
     maybe_fault(world.rank if world else 0, "gather")  # tests: a rank that fails here
     deadline.phase = "waiting for the other ranks' facts"
     all_facts = world.allgather(facts) if world is not None else [facts]  # hvd:
-    launch = Launch(world.size if world else 1, "mpi" if world else "none",
+    launch = Launch(world.size if world else 1, world.backend if world else "none",
                     cluster.launcher_size(dict(os.environ)))
     bench_line, points = None, []
-    if args.bench:
+    if args.bench and world is not None and not isinstance(world, MPIWorld):
+        bench_line = Line("bench", WARN, "skipped: the allreduce bench runs over MPI",
+                          "mpirun -np 2 hvdscale doctor --bench")
+    elif args.bench:
         if world is not None and world.size > 1:
             deadline.phase = "in the allreduce bench"
             points = allreduce_bench(world.comm)

@@ -134,12 +134,15 @@ def check_horovod_fit(fw: str, facts: dict[str, Any]) -> Line | None:
 
 
 def check_mpi(facts: dict[str, Any]) -> Line:
-    """The MPI library mpi4py loads (every launch and the ps strategy need it)."""
+    """The MPI library mpi4py loads (every launch but torchrun's, and the ps strategy, need
+    it; under torchrun its absence is a warning: ddp and independent run without it)."""
     v = facts["versions"]
+    status = WARN if facts.get("launch") == "torchrun" else FAIL
+    without = "; torchrun runs ddp and independent without it" if status == WARN else ""
     if not v.get("mpi4py"):
-        return Line("mpi", FAIL, "mpi4py not installed", "pip install mpi4py")
+        return Line("mpi", status, f"mpi4py not installed{without}", "pip install mpi4py")
     if not v.get("mpi"):
-        return Line("mpi", FAIL, f"mpi4py {v['mpi4py']} finds no MPI library",
+        return Line("mpi", status, f"mpi4py {v['mpi4py']} finds no MPI library{without}",
                     "install Open MPI (apt install openmpi-bin libopenmpi-dev)")
     # Open MPI's first line goes on with package, ident and date: its name and version suffice.
     library = v["mpi"].split(", package:")[0]
@@ -147,9 +150,12 @@ def check_mpi(facts: dict[str, Any]) -> Line:
 
 
 def check_launchers(facts: dict[str, Any]) -> Line:
-    """mpirun, horovodrun, srun found on PATH; one of mpirun and srun is needed."""
+    """mpirun, horovodrun, srun, torchrun found on PATH; one of mpirun and srun is needed,
+    unless torchrun launched the doctor (it runs without MPI)."""
     found = {k: p for k, p in facts["launchers"].items() if p}
     value = ", ".join(f"{k} ({p})" for k, p in found.items()) or "none"
+    if facts.get("launch") == "torchrun":
+        return Line("launchers", OK, f"{value}; launched by torchrun")
     if "mpirun" not in found and "srun" not in found:
         return Line("launchers", FAIL, value, "install Open MPI (mpirun) or run inside SLURM")
     return Line("launchers", OK, value)
@@ -171,9 +177,25 @@ def check_nccl(facts: dict[str, Any]) -> Line:
     return Line("nccl", OK, value)
 
 
+def check_strategy_launch(facts: dict[str, Any], plan: Plan) -> Line | None:
+    """Whether ``--strategy`` runs under the launch that started the doctor (None: none
+    named, or not one the registry knows)."""
+    from hvdscale.registry import find, launch_refusal
+
+    spec = find(plan.strategy) if plan.strategy else None
+    if spec is None:
+        return None
+    refusal = launch_refusal(spec, facts.get("launch", "mpi"))
+    if refusal:
+        return Line("strategy", FAIL, refusal)
+    return Line("strategy", OK, f"{spec.name} runs under this launch ({facts.get('launch')})")
+
+
 def software_lines(facts: dict[str, Any], plan: Plan) -> list[Line]:
     """Every software check for one host's facts, in report order."""
     lines = [check_python(facts)]
+    if (line := check_strategy_launch(facts, plan)) is not None:
+        lines.append(line)
     lines += [check_framework(fw, facts, plan) for fw in NAMES]
     lines.append(check_horovod(facts, plan))
     lines += [ln for fw in NAMES if (ln := check_horovod_fit(fw, facts)) is not None]

@@ -54,7 +54,7 @@ class RunRecord(Record, tag="run", kw_only=True):
                                 writer=RECORD)]
     hosts: Annotated[list[str], Doc("hosts the ranks ran on, sorted", writer=RECORD)]
     rank_hosts: Annotated[list[str], Doc("each rank's host, in rank order", writer=RECORD)]
-    launcher_backend: Annotated[str, Doc("mpi, horovod (horovodrun) or gloo", writer=RECORD)]
+    launcher_backend: Annotated[str, Doc("mpi, horovod (horovodrun) or torchrun", writer=RECORD)]
     threads: Annotated[Threads, Doc("threads and MPI settings in force", writer=RECORD)]
     horovod_env: Annotated[dict[str, Any], Doc("HOROVOD_* variables set", writer=RECORD)]
     horovod_used: Annotated[dict[str, Any] | None, Doc("Horovod settings in force per rank",

@@ -29,7 +29,7 @@ from hvdscale.config import RunConfig, load_config, to_dict
 from hvdscale.core import faults, startup
 from hvdscale.core.progress import ProgressSettings, start_progress
 from hvdscale.core.supervise import abort_job, start_deadline, stop_deadline
-from hvdscale.core.world import is_gloo_launch, launch_rank
+from hvdscale.core.world import launch_kind, launch_rank
 from hvdscale.errors import ConfigError, HvdscaleError
 from hvdscale.records.failed import FailedRecord
 from hvdscale.records.launch_plan import LaunchPlan, PlannedPoint
@@ -88,12 +88,14 @@ def run_points(plan: LaunchPlan, out_dir: str | Path, settings: ProgressSettings
     """Run every point of ``plan`` on this rank; returns how many failed (on every rank).
 
     Raises:
-        HvdscaleError: a ``horovodrun --gloo`` launch (the points agree over MPI).
+        HvdscaleError: a ``horovodrun --gloo`` or ``torchrun`` launch (the points agree over
+            MPI).
     """
-    if is_gloo_launch():
+    if launch_kind() != "mpi":
+        under = "torchrun" if launch_kind() == "torchrun" else "horovodrun --gloo"
         raise HvdscaleError("run-points needs an MPI job (mpirun, srun --mpi=pmix, horovodrun "
-                            "--mpi): its ranks agree on each point over MPI; under horovodrun "
-                            "--gloo run each point with `hvdscale run`")
+                            "--mpi): its ranks agree on each point over MPI; under "
+                            f"{under} run each point with `hvdscale run`")
     launch = _Launch(plan, Path(out_dir), settings, argv)
     startup.begin()  # the first point's start-up holds the launch's own (imports, MPI)
     failed = 0

@@ -1,7 +1,8 @@
 """The preflight: every reason a launch cannot run a config, found in one place and said at once.
 
-A config that loaded is still refused for what its world cannot give it: MPI or ranks enough
-for its strategy (``hvdscale.config.run.check_launch``), a precision this rank's device lacks
+A config that loaded is still refused for what its world cannot give it: a launch its strategy
+runs under (MPI, or torchrun: the registry's ``launches``) or ranks enough for its strategy
+(``hvdscale.config.run.check_launch``), a precision this rank's device lacks
 (``check_precision_device``), Horovod's NCCL on a GPU that ranks share
 (``hvdscale.core.gpu_sharing``), a results directory rank 0 cannot write
 (``hvdscale.records.store.check_writable``). Each check stays beside what it knows; this module
@@ -25,7 +26,7 @@ from hvdscale.config.run import RunConfig, check_launch, check_precision_device
 from hvdscale.core.device import Placement
 from hvdscale.core.gpu_sharing import check_horovod, gpu_key, shared_groups
 from hvdscale.core.supervise import phase
-from hvdscale.core.world import World, is_gloo_launch
+from hvdscale.core.world import World, launch_kind
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.store import check_writable
 
@@ -56,7 +57,7 @@ def preflight(cfg: RunConfig, out_dir: str | Path, world: World, placement: Plac
     phase("preflight: every rank's checks gathered", waiting=True)
     said = world.allgather((gpu_key(socket.gethostname(), placement), mine))
     groups = shared_groups([key for key, _ in said])
-    lines = _refused(check_launch, cfg, world.size, not is_gloo_launch())
+    lines = _refused(check_launch, cfg, world.size, launch_kind())
     if groups and horovod is not None and cfg.strategy.name == "horovod":
         nccl = bool(importlib.import_module(horovod).nccl_built())  # hvd:
         lines += _refused(check_horovod, groups, nccl)
@@ -64,6 +65,21 @@ def preflight(cfg: RunConfig, out_dir: str | Path, world: World, placement: Plac
     if lines:
         raise Refused(list(dict.fromkeys(lines)))  # a refusal of several ranks is said once
     return groups
+
+
+def refuse_launch(cfg: RunConfig) -> None:
+    """Refuse a strategy that does not run under this launch (the registry's ``launches``)
+    before anything loads: it follows from the config and the launcher's environment alone,
+    the same on every rank, so no collective is needed (the preflight says it again).
+
+    Raises:
+        Refused: the one line saying why and what to launch instead.
+    """
+    from hvdscale.registry import get, launch_refusal
+
+    line = launch_refusal(get(cfg.strategy.name), launch_kind())
+    if line:
+        raise Refused([line])
 
 
 def _refused(check: Callable[..., Any], *args: Any) -> list[str]:

@@ -23,7 +23,7 @@ from hvdscale.core.peers import start_peers
 from hvdscale.core.progress import ProgressReport
 from hvdscale.core.supervise import current_state, phase, start_deadline, stop_deadline
 from hvdscale.core.threads import export_threads, launch_local_size, single_host_mpi_env
-from hvdscale.core.world import World, is_gloo_launch, launch_rank, make_world
+from hvdscale.core.world import World, launch_kind, launch_rank, make_world
 from hvdscale.records.run import RunRecord
 from hvdscale.records.startup import summarize_startup
 from hvdscale.records.store import append_record
@@ -31,7 +31,7 @@ from hvdscale.train.blocks import MAX_BLOCKS, BlockMeter
 from hvdscale.train.context import RunContext
 from hvdscale.train.loop import LoopParts, train_loop
 from hvdscale.train.lr import scaled_optim
-from hvdscale.train.preflight import preflight
+from hvdscale.train.preflight import preflight, refuse_launch
 from hvdscale.train.rank_data import load_data
 from hvdscale.train.record import build_record, rank_entry
 from hvdscale.train.shapes import check_same_shapes
@@ -109,6 +109,7 @@ def run(cfg: RunConfig, out_dir: str | Path, argv: list[str] | None = None,
     start_deadline(cfg.measure.run_deadline_s(), launch_rank())
     try:
         maybe_fault(launch_rank(), "config")
+        refuse_launch(cfg)  # before the framework loads: seconds, for a refusal
         launch = prepare_launch(cfg.threads, cfg.framework, cfg.device)
         point = PointRun(argv, started)
         record = run_prepared(launch, cfg, out_dir, point, progress or ProgressReport())
@@ -126,8 +127,10 @@ def run_prepared(launch: LaunchParts, cfg: RunConfig, out_dir: str | Path, point
     rank 0 writes the record it returns."""
     fw = launch.fw
     # Under horovodrun --gloo Horovod is the only channel, whatever the strategy: the world is
-    # made over it, and the preflight refuses the strategies that need MPI.
-    use_hvd = cfg.strategy.name == "horovod" or is_gloo_launch()
+    # made over it, and the preflight refuses the strategies that need MPI. Under torchrun
+    # Horovod never starts (nothing launched it): the preflight refuses the strategy instead.
+    kind = launch_kind()
+    use_hvd = kind == "gloo" or (cfg.strategy.name == "horovod" and kind == "mpi")
     hvd_env: dict[str, str] = {}
     hvd_cfg = cfg.strategy.horovod
     if use_hvd:

@@ -172,6 +172,21 @@ def test_multinode_scripts_work_inside_an_allocation(slurm: dict[str, str],
     assert launch.startswith("$ mpirun -np 2 ") and "--hostfile" not in launch
 
 
+def test_the_torchrun_script_runs_ddp_with_srun_and_torchrun_without_mpi(
+        slurm: dict[str, str], tmp_path: Path) -> None:
+    """launch/slurm/multinode_torchrun.sbatch on one node: srun starts one torchrun agent,
+    which starts 2 ranks; mpi4py is unimportable there (tests/torchrun/nompi)."""
+    nompi = ROOT / "tests" / "torchrun" / "nompi"
+    _submit(slurm, "multinode_torchrun.sbatch", tmp_path,
+            ["--nodes=1", "--ntasks-per-node=1", "--cpus-per-task=2"],
+            {"NPROC": "2", "STRATEGIES": "ddp", "PYTHONPATH": f"{nompi}:{ROOT}",
+             "TORCHRUN": f"{sys.executable} -m torch.distributed.run"}, TINY, wait=True)
+    text, recs = _output(tmp_path), _records(tmp_path)
+    assert "1 node(s) x 2 rank(s)" in text, text
+    assert [(r["key"]["strategy"], r["ranks"], r["status"], r["launcher_backend"])
+            for r in recs] == [("ddp", 2, "ok", "torchrun")], text
+
+
 def test_doctor_under_srun_reports_the_allocation(slurm: dict[str, str]) -> None:
     # srun's PMIx joins the two tasks into one MPI job: one report, the job's allocation.
     env = {**slurm, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}

@@ -179,7 +179,8 @@ def no_launch(tmp_path: Path) -> tuple[dict[str, str], Path]:
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["--launcher", "slurm"], "unknown launcher 'slurm'; choose from mpirun, horovodrun, srun"),
+    (["--launcher", "slurm"], "unknown launcher 'slurm'; choose from mpirun, horovodrun, "
+     "srun, torchrun"),
     (["--np", "0"], "--np entries must be positive integers"),
     (["--np=-2"], "--np entries must be positive integers"),
     (["--np", "1,two"], "(got 'two' in '1,two')"),

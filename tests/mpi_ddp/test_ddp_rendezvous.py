@@ -8,10 +8,12 @@ import socket
 
 import pytest
 
+from hvdscale.core.world import is_torchrun_launch
 from hvdscale.errors import HvdscaleError
 from tests.exactness import config, distributed
 
-pytestmark = pytest.mark.np3
+pytestmark = [pytest.mark.np3, pytest.mark.skipif(
+    is_torchrun_launch(), reason="under torchrun its store is the rendezvous: no port to take")]
 
 
 def test_a_taken_master_port_is_one_error_on_every_rank(comm_world, monkeypatch) -> None:

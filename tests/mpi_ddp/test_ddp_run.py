@@ -30,7 +30,8 @@ def _run(comm_world, *extra: str) -> dict | None:
 
 
 def test_a_ddp_run_records_its_settings_and_never_starts_horovod(comm_world) -> None:
-    assert "MASTER_ADDR" not in os.environ, "the test must not set the rendezvous itself"
+    torchrun = comm_world.backend == "torchrun"  # torchrun sets MASTER_ADDR: its store
+    assert torchrun or "MASTER_ADDR" not in os.environ, "the test must not set the rendezvous"
     rec = _run(comm_world, "strategy.ddp.bucket_cap_mb=0.5", "strategy.ddp.comm_hook=fp16")
     loaded = comm_world.allgather(sorted(m for m in sys.modules if m.startswith("horovod")))
     assert loaded == [[]] * comm_world.size, f"Horovod imported in a DDP run: {loaded}"
@@ -44,7 +45,8 @@ def test_a_ddp_run_records_its_settings_and_never_starts_horovod(comm_world) -> 
     assert info["ddp_logging"].get("comm_hook") == "fp16_compress_hook", info["ddp_logging"]
     # As torch made it: a bucket_cap_mb given caps the first bucket too (1 MiB only if unset).
     assert info["first_bucket_mb"] == 0.5
-    assert info["rendezvous"]["source"] == "agreed"
+    assert info["rendezvous"]["source"] == ("launcher" if torchrun else "agreed")
+    assert rec.launcher_backend == comm_world.backend
     assert rec.config["strategy"]["ddp"]["comm_hook"] == "fp16"
     assert rec.horovod_used is None
 

@@ -152,6 +152,21 @@ def test_mpi_and_launchers() -> None:
     assert software.check_launchers(f).status == FAIL
 
 
+def test_under_torchrun_no_mpi_warns_and_the_strategy_is_judged_for_the_launch() -> None:
+    f = facts(launch="torchrun", launchers={"torchrun": "/venv/bin/torchrun"},
+              versions={**facts()["versions"], "mpi4py": None, "mpi": None})
+    mpi = software.check_mpi(f)
+    assert mpi.status == WARN and "torchrun runs ddp and independent without it" in mpi.value
+    assert software.check_launchers(f).status == OK
+    assert software.check_mpi({**f, "launch": "mpi"}).status == FAIL
+    ps = status_of(judge([f], Plan(2, "ps", "results", {"a": 2}, "this host"), Launch()),
+                   "strategy")
+    assert ps.status == FAIL and ps.value.startswith("strategy.name=ps does not run under torchrun")
+    ddp = status_of(judge([f], Plan(2, "ddp", "results", {"a": 2}, "this host"), Launch()),
+                    "strategy")
+    assert ddp.status == OK
+
+
 def test_code_versions_and_nccl_beside_horovods() -> None:
     assert software.code_version(21803) == "2.18.3"
     assert software.code_version(2708) == "2.7.8"

@@ -128,3 +128,46 @@ def test_a_family_the_predictor_lacks_is_refused(tiny: registry.StrategySpec) ->
     registry.register(registry.StrategySpec("tiny", "x", lambda *a: None, families=("magic",)))
     with pytest.raises(HvdscaleError, match="strategy 'tiny' names prediction families magic"):
         family_names("tiny")
+
+
+def test_the_launches_each_strategy_runs_under_and_the_one_line_refusals() -> None:
+    launches = {s: registry.get(s).launches for s in BUILT}
+    assert launches == {"horovod": ("mpi", "gloo"), "independent": ("mpi", "gloo", "torchrun"),
+                        "ps": ("mpi",), "ddp": ("mpi", "torchrun"), "mwms": ("mpi",)}
+    for name in ("horovod", "ps", "mwms"):
+        line = registry.launch_refusal(registry.get(name), "torchrun")
+        assert line.startswith(f"strategy.name={name} does not run under torchrun: ")
+        assert line.endswith("launch it with mpirun, srun --mpi=pmix or horovodrun "
+                             "(hvdscale sweep --launcher mpirun)") and "\n" not in line
+    assert registry.launch_refusal(registry.get("ddp"), "torchrun") == ""
+    assert "or torchrun" in registry.launch_refusal(registry.get("ddp"), "gloo")
+    with pytest.raises(ConfigError, match=r"strategy\.name=ps does not run under torchrun"):
+        check_launch(load_config(None, ["strategy.name=ps"]), 2, "torchrun")
+
+
+def test_a_plugin_that_says_nothing_of_torchrun_is_refused_there(
+        tiny: registry.StrategySpec) -> None:
+    assert tiny.launches == ("mpi",)
+    assert "does not declare that it runs without MPI" in registry.launch_refusal(tiny,
+                                                                                 "torchrun")
+
+
+@pytest.mark.parametrize("env,kind,rank", [
+    ({"OMPI_COMM_WORLD_RANK": "1"}, "mpi", 1),
+    ({"HOROVOD_GLOO_RENDEZVOUS_ADDR": "x", "HOROVOD_RANK": "1"}, "gloo", 1),
+    # srun + torchrun: SLURM numbers the node's agent, torchrun the rank
+    ({"TORCHELASTIC_RUN_ID": "j", "RANK": "3", "SLURM_PROCID": "1"}, "torchrun", 3),
+    ({"RANK": "2", "WORLD_SIZE": "4", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, "torchrun", 2),
+    # a user's MASTER_ADDR under mpirun is DDP's rendezvous, not a torchrun launch
+    ({"RANK": "2", "WORLD_SIZE": "4", "MASTER_ADDR": "h", "MASTER_PORT": "1",
+      "OMPI_COMM_WORLD_RANK": "0"}, "mpi", 0),
+])
+def test_the_launch_is_told_from_the_launchers_environment(env, kind, rank, monkeypatch) -> None:
+    from hvdscale.core import world
+
+    for var in (*world.RANK_ENV_VARS, *world.TORCHRUN_VARS, "TORCHELASTIC_RUN_ID",
+                "HOROVOD_GLOO_RENDEZVOUS_ADDR"):
+        monkeypatch.delenv(var, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert (world.launch_kind(), world.launch_rank()) == (kind, rank)

@@ -63,7 +63,8 @@ def test_points_go_rank_count_by_rank_count(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kw,needle", [
-    ({"launcher": "slurm"}, "unknown launcher 'slurm'; choose from mpirun, horovodrun, srun"),
+    ({"launcher": "slurm"}, "unknown launcher 'slurm'; choose from mpirun, horovodrun, "
+     "srun, torchrun"),
     ({"np": "1,0"}, "--np entries must be positive integers"),
     ({"np": "64"}, "--np 64 is more ranks than this host's"),
     ({"launcher": "srun", "hostfile": ROOT / "hostfiles" / "localhost"},
@@ -266,3 +267,21 @@ def test_error_summary_skips_tensorflow_start_up_logs_and_reads_stdout_if_needed
     assert error_summary(noise, stdout=said) == (
         "RuntimeError: could not connect to some hosts via ssh")
     assert error_summary(noise + "hvdscale: error: bad key\n") == "hvdscale: error: bad key"
+
+
+def test_a_torchrun_sweep_launches_each_point_alone_and_refuses_what_needs_mpi(
+        tmp_path: Path) -> None:
+    spec = _plan(tmp_path, launcher="torchrun", strategies="ddp,independent")
+    assert spec.launch_per_point  # run-points agrees on each point over MPI
+    cmd = launch_command(spec, spec.points[-1])
+    assert cmd[:12] == [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                        "--nnodes", "1", "--nproc-per-node", "2", "--max-restarts", "0",
+                        "--monitor-interval", "0.1"]
+    assert cmd[12:16] == ["--no-python", sys.executable, "-m", "hvdscale"], cmd
+    with pytest.raises(HvdscaleError, match=r"^point torch ps np=1: strategy.name=ps does not "
+                                            r"run under torchrun: .*--launcher mpirun\)$"):
+        _plan(tmp_path, launcher="torchrun", strategies="ddp,ps")
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost slots=2\n")
+    with pytest.raises(HvdscaleError, match="--hostfile does not apply to --launcher torchrun"):
+        _plan(tmp_path, launcher="torchrun", strategies="ddp", hostfile=hosts)

@@ -2,7 +2,8 @@
 (``strategy.name=ddp``), started from the ranks the launcher made, never touching Horovod.
 
 torch.distributed runs gloo on CPU (NCCL when the rank computes on a GPU); its rendezvous
-address and port are agreed over the harness's MPI world (``hvdscale.core.rendezvous``).
+address and port are agreed over the harness's MPI world, or given by torchrun's store
+(``hvdscale.core.rendezvous``).
 
 Token weighting: DDP averages gradients over the ranks. Each rank scales its summed token loss
 by ``size / global_tokens`` (the global token count allreduced asynchronously, overlapping the
@@ -149,6 +150,8 @@ class DDPStrategy(Strategy):
             raise HvdscaleError(f"strategy.name=ddp: {e}") from None
         if made:
             return made[0]
+        if rv.store is not None:  # the launcher's store (torchrun's), already joined
+            return rv.store
         return dist.TCPStore(rv.addr, rv.port, self.world.size, is_master=False,  # hvd:
                              timeout=timeout)
 

@@ -1,4 +1,5 @@
-"""Starting N ranks of a program under ``mpirun``, ``horovodrun`` or ``srun``.
+"""Starting N ranks of a program under ``mpirun``, ``horovodrun``, ``srun`` or ``torchrun``
+(``hvdscale.study.sweep.torchrun``).
 
 The layer every multi-rank study tool shares (``hvdscale sweep``, ``fusion``, ``batch``,
 ``commbench``): where ranks may go (a hostfile's slots, a SLURM allocation, this host's cores),
@@ -24,7 +25,7 @@ from hvdscale.records.fields import Record
 from hvdscale.records.store import read_records, results_path
 from hvdscale.study.sweep.hostfile import Hostfile, parse_hostfile
 
-LAUNCHERS = ("mpirun", "horovodrun", "srun")
+LAUNCHERS = ("mpirun", "horovodrun", "srun", "torchrun")
 
 # What remote ranks need from the launching shell. mpirun starts remote ranks through ssh with
 # the remote login's environment, so these travel with ``-x``; horovodrun already exports the
@@ -84,6 +85,10 @@ def place_ranks(launcher: str, ranks: int, hostfile: str | Path | None,
         HvdscaleError: one clear message for the first problem.
     """
     hosts = None
+    if launcher == "torchrun" and hostfile is not None:
+        from hvdscale.study.sweep.torchrun import torchrun_prefix
+
+        torchrun_prefix(ranks, Path(hostfile))  # refuses it, saying what to do instead
     if hostfile is not None:
         if launcher == "srun":
             raise HvdscaleError("--hostfile does not apply to srun, which places ranks on the "
@@ -99,7 +104,11 @@ def place_ranks(launcher: str, ranks: int, hostfile: str | Path | None,
             if "SLURM" in where:
                 fix = "ask for more tasks (sbatch --ntasks) or lower --np"
             raise HvdscaleError(f"--np {ranks} is more ranks than {where}; {fix}")
-    if shutil.which(launcher, path=env.get("PATH")) is None:
+    if launcher == "torchrun":  # run as `python -m torch.distributed.run`: torch must import
+        from hvdscale.study.sweep.torchrun import check_torchrun
+
+        check_torchrun()
+    elif shutil.which(launcher, path=env.get("PATH")) is None:
         raise HvdscaleError(f"launcher {launcher!r} is not on PATH")
     return hosts
 
@@ -160,6 +169,11 @@ def launcher_prefix(launcher: str, ranks: int, hostfile_path: Path | None = None
         if nics:
             # Without it horovodrun probes every host for a common routable interface.
             cmd += ["--network-interfaces", nics]
+    elif launcher == "torchrun":
+        from hvdscale.study.sweep.torchrun import torchrun_prefix
+
+        cmd = torchrun_prefix(ranks, hostfile_path)[:-1]  # --no-python last, after the extras
+        return [*cmd, *launcher_args, "--no-python"]
     else:
         cmd = ["srun", "--mpi=pmix", "-n", n, "--kill-on-bad-exit=1", "--cpu-bind=none"]
     return [*cmd, *launcher_args]

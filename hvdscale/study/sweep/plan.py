@@ -183,14 +183,16 @@ def _joined(value: str | list[Any]) -> str:
     return ",".join(map(str, value)) if isinstance(value, list) else value
 
 
-def _check_points(cfgs: Mapping[tuple[str, str], RunConfig], nps: list[int]) -> None:
+def _check_points(cfgs: Mapping[tuple[str, str], RunConfig], nps: list[int],
+                  launch: str | bool = True) -> None:
     """Refuse here what every rank would refuse at start-up, before any launch: a point that
-    cannot run is a bad plan, not a failed measurement."""
+    cannot run is a bad plan, not a failed measurement. ``launch``: ``torchrun``, or True (the
+    other launchers here start an MPI job)."""
     for (f, s), c in cfgs.items():
         corpus.check_files(c.data, c.model.data_kind)
         for n in nps:
             try:
-                check_launch(c, n, mpi=True)  # every launcher here starts an MPI job
+                check_launch(c, n, mpi=launch)
             except HvdscaleError as e:
                 raise HvdscaleError(f"point {f} {s} np={n}: {e}") from None
 
@@ -257,7 +259,7 @@ def plan_sweep(req: SweepRequest, env: Mapping[str, str] | None = None,
             for f, s in pairs}
     hosts = place_ranks(req.launcher, max(nps), req.hostfile, env)
     extra = split_launcher_args(req.launcher_args)
-    _check_points(cfgs, nps)
+    _check_points(cfgs, nps, "torchrun" if req.launcher == "torchrun" else True)
     if check_out:
         check_writable(req.out)
     # Every point at one rank count, smallest first: baselines come first.
@@ -267,7 +269,8 @@ def plan_sweep(req: SweepRequest, env: Mapping[str, str] | None = None,
                      hostfile=hosts, network_interfaces=req.network_interfaces,
                      launcher_args=extra, timeout_s=float(req.timeout_s), redo=req.redo,
                      progress_every=req.progress_every, repeats=req.repeats,
-                     launch_per_point=bool(req.launch_per_point),
+                     # run-points agrees on each point over MPI: torchrun's are launched alone
+                     launch_per_point=bool(req.launch_per_point) or req.launcher == "torchrun",
                      grid=describe_grid(nps, pairs, axes))
 
 
