@@ -57,6 +57,14 @@ def _located(path: str, data: Any) -> tuple[list[str], Any, Any]:
     return parts, tp, value
 
 
+def _literal_choices(tp: Any) -> list[str]:
+    """The words a ``Literal`` (or an optional one, ``Literal[...] | None``) accepts."""
+    if typing.get_origin(tp) is typing.Literal:
+        return [str(a) for a in typing.get_args(tp)]
+    return [c for member in typing.get_args(tp) if typing.get_origin(member) is typing.Literal
+            for c in _literal_choices(member)]
+
+
 def _refusal(msg: str, key: str, tp: Any, value: Any) -> ConfigError:
     """msgspec's complaint in the words of a config key."""
     if got := re.match(r"Expected `array` of length (\d+)", msg):
@@ -64,9 +72,8 @@ def _refusal(msg: str, key: str, tp: Any, value: Any) -> ConfigError:
     if got := re.match(r"Expected `(.+?)`, got", msg):
         words = " or ".join(_WORDS.get(w, w) for w in got[1].split(" | "))
         return ConfigError(f"{key} must be {words} (got {value!r})")
-    if msg.startswith("Invalid enum value") and typing.get_origin(tp) is typing.Literal:
-        choices = ", ".join(map(str, typing.get_args(tp)))
-        return ConfigError(f"{key} must be one of {choices} (got {value!r})")
+    if msg.startswith("Invalid enum value") and (choices := _literal_choices(tp)):
+        return ConfigError(f"{key} must be one of {', '.join(choices)} (got {value!r})")
     return ConfigError(f"{key}: {msg} (got {value!r})")
 
 
