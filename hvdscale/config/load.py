@@ -64,8 +64,10 @@ def _refusal(msg: str, key: str, tp: Any, value: Any) -> ConfigError:
     if got := re.match(r"Expected `(.+?)`, got", msg):
         words = " or ".join(_WORDS.get(w, w) for w in got[1].split(" | "))
         return ConfigError(f"{key} must be {words} (got {value!r})")
-    if msg.startswith("Invalid enum value") and typing.get_origin(tp) is typing.Literal:
-        choices = ", ".join(map(str, typing.get_args(tp)))
+    lit = next((a for a in (tp, *typing.get_args(tp))
+                if typing.get_origin(a) is typing.Literal), None)  # Literal, or Optional of one
+    if msg.startswith("Invalid enum value") and lit is not None:
+        choices = ", ".join(map(str, typing.get_args(lit)))
         return ConfigError(f"{key} must be one of {choices} (got {value!r})")
     return ConfigError(f"{key}: {msg} (got {value!r})")
 
