@@ -32,9 +32,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from emit import emit  # bench/ is on sys.path
+
+import hvdscale.records as records
+from hvdscale.records.store import RESULTS_FILE
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-from emit import emit  # noqa: E402
 
 PACKAGES = ("hvdscale/records", "hvdscale/config")
 READ = ("import statistics, time, hvdscale.records as r\n"
@@ -77,12 +80,13 @@ def _pairs(code: str, before: Path, after: Path, rounds: int) -> dict[str, Any]:
 
 
 def _sizes(results: Path) -> dict[str, int]:
-    line = (results / "results.jsonl").read_text().splitlines()[-1]
-    rec = json.loads(line)
-    steps = rec["measure"]["steps"]
+    line = (results / RESULTS_FILE).read_text().splitlines()[-1]
+    typed = records.read(results / RESULTS_FILE)[-1]
+    rec = json.loads(line)  # the line as written: its size with and without the raw lists
     rec.pop("raw")
     before = json.dumps(rec, sort_keys=True, allow_nan=True) + "\n"  # as append_record writes
-    return {"steps": steps, "ranks": rec["ranks"], "before_bytes": len(before.encode()),
+    return {"steps": typed.measure.steps, "ranks": typed.ranks,
+            "before_bytes": len(before.encode()),
             "after_bytes": len(line.encode()) + 1}
 
 
