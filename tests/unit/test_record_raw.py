@@ -107,6 +107,8 @@ def test_a_newer_reader_reads_a_file_from_before_a_field_was_added() -> None:
 REQUIRED = {
     "run": 43, "failed": 5, "launch": 4, "gemm": 16, "batch": 14, "profile": 15,
     "commbench": 12, "mutation": 19, "startup_bench": 10,
+    # kinds new at schema 2 (issue 60: a launch's plan and its state lines)
+    "launch_plan": 2, "point_state": 3,
 }
 """Each kind's required fields at schema 2: a field added since must be optional."""
 
