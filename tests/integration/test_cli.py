@@ -125,7 +125,7 @@ def test_bad_user_inputs_are_one_clear_line(tmp_path: Path) -> None:
     _one_error_line(_run([*hv, "config", str(tmp_path)]), "config file not found")
     _one_error_line(_run([*hv, "hostfile", str(f["hostfile"])]), "cannot be read")
     for name, needle in [("results_latin1", "results_latin1:2 is not UTF-8 text"),
-                         ("results_nokey", "results_nokey:1: field 'argv' of a run record "
+                         ("results_nokey", "results_nokey:1: field 'name' of a run record "
                                            "is missing"),
                          ("results_list", "results_list:1 is not a JSON record")]:
         _one_error_line(_run([*hv, "report", str(f[name]), "--out", str(tmp_path / "rep")]),

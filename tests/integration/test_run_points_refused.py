@@ -27,7 +27,8 @@ def test_refused_points_get_failed_records_and_the_launch_goes_on(tmp_path: Path
               {"label": "no file", "config": str(tmp_path / "missing.yaml"), "sets": TINY},
               {"label": "good", "config": demo, "sets": TINY}]
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"version": 1, "launch": "refused", "points": points}))
+    plan.write_text(json.dumps({"kind": "launch_plan", "launch": "refused", "points": points,
+                                "state": str(tmp_path / "state.jsonl")}))
     r = subprocess.run(["mpirun", "-np", "2", "--bind-to", "none", sys.executable, "-m",
                         "hvdscale", "run-points", str(plan), "--out", str(tmp_path / "out"),
                         "--quiet"], cwd=ROOT, env=ENV, capture_output=True, text=True,
