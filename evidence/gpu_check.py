@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 if TYPE_CHECKING:  # hvdscale is imported where it is used: the script starts without it
     from hvdscale.records.run import RunRecord
 
@@ -193,7 +195,7 @@ def demo_runs(result: dict[str, Any], device: str) -> None:
     for np in [1] if why_not else [1, 2]:
         for impl in ("fused", "loop"):
             rec = run_demo(impl, np, device, [])
-            where = rec.device
+            where = msgspec.to_builtins(rec.device)  # sections are Structs: plain JSON here
             result["runs"].append({"np": np, "rnn_impl": impl,
                                    "words_per_s": rec.words_per_s,
                                    "strategy": rec.strategy_name,
@@ -201,7 +203,7 @@ def demo_runs(result: dict[str, Any], device: str) -> None:
                                    "device": where,
                                    "gpu_operations":
                                        rec.strategy.get("gpu_operations"),
-                                   "memory": rec.memory})
+                                   "memory": msgspec.to_builtins(rec.memory)})
             print(f"gpu_check: demo {impl} np={np}: {rec.words_per_s:.0f} words/s",
                   flush=True)
             if where["per_rank"][0]["kind"] != device:
