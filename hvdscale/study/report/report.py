@@ -73,7 +73,11 @@ def run_sections(records: Sequence[Record], exps: dict[str, Experiment],
     # The answer opens the report, right under its title (issue 62); the tables follow as
     # they were.
     title, rest = tables.split("\n\n", 1)
-    return [f"{title}\n\n{answer(records, exps)}{rest}", why_not_better(records),
+    warning = ""
+    if rest.startswith("**Busy host"):  # a caveat on every figure, the answer's too: first
+        warning, rest = rest.split("\n\n", 1)
+        warning += "\n\n"
+    return [f"{title}\n\n{warning}{answer(records, exps)}{rest}", why_not_better(records),
             quality_section(records),
             rules_section(records), startup_section(records, results),
             failed_points(open_failures(records)),
