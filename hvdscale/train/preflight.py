@@ -51,6 +51,7 @@ def preflight(cfg: RunConfig, out_dir: str | Path, world: World, placement: Plac
         Refused: every refusal of any rank, the same on every rank.
     """
     mine = _refused(check_precision_device, cfg.precision, placement.kind)
+    mine += _cpu_lstm(cfg, placement)
     if world.rank == 0:  # rank 0 alone writes the record
         mine += _refused(check_writable, out_dir)
     # The one collective: every rank's GPU and refusals, so each rank decides alike.
@@ -80,6 +81,16 @@ def refuse_launch(cfg: RunConfig) -> None:
     line = launch_refusal(get(cfg.strategy.name), launch_kind())
     if line:
         raise Refused([line])
+
+
+def _cpu_lstm(cfg: RunConfig, placement: Placement) -> list[str]:
+    """A reduced precision this CPU's fused LSTM lacks (PyTorch's oneDNN), tried on this rank."""
+    if cfg.framework != "torch" or placement.kind != "cpu" or cfg.model.rnn_impl != "fused":
+        return []
+    from hvdscale.frameworks.torch.precision import cpu_lstm_refusal
+
+    line = cpu_lstm_refusal(cfg.precision)
+    return [f"precision: {line}"] if line else []
 
 
 def _refused(check: Callable[..., Any], *args: Any) -> list[str]:

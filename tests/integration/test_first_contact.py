@@ -130,7 +130,10 @@ def _check_gpu_device(out: Path, stages: tuple[str, ...]) -> None:
     assert all(r["status"] == "ok" and r["device"]["per_rank"][0]["kind"] == "cpu"
                for r in strategies), [r.get("error") for r in strategies]
     assert " passed" in (out / "exact.log").read_text()
-    assert len([r for r in _records(out / "seeds") if r["status"] == "ok"]) == 2
+    # fp32 and bf16, unless this CPU's oneDNN has no bf16 LSTM (the stage says so and goes on).
+    left_out = "seeds: bf16 fused left out: bf16 with model.rnn_impl=fused on this CPU" in (
+        out / "seeds.log").read_text()
+    assert len([r for r in _records(out / "seeds") if r["status"] == "ok"]) == 2 - left_out
     for folder in ("profile", "gemm", "batch_fused"):
         assert _records(out / folder), folder
     assert (out / "limit.md").read_text().startswith("CPU REHEARSAL")

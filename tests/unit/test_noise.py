@@ -105,11 +105,11 @@ def test_the_report_shows_medians_ranges_paired_speedups_and_verdicts(tmp_path: 
 
 def test_a_busy_point_is_named_first_and_marked_in_every_table(tmp_path: Path) -> None:
     md = _write(tmp_path, busy_load=1.0)  # a whole core of others while 2 ranks ran
-    # Named first after the answer (issue 62: the answer opens the report).
+    # Named first, above the answer: it qualifies every figure, the answer's too.
     paras = md.split("\n\n")
-    assert paras[1] == "## The answer"
-    first = next(x for x in paras if not x.startswith(("#", "- **np=", "Intervals: 95%")))
+    first = paras[1]
     assert first.startswith("**Busy host: 1 point ran with less than a core free")
+    assert paras[2] == "## The answer"
     assert "torch / fused / horovod np=2 (busy in 1 of 3" in first and "--repeats" in first
     table = [ln for ln in md.splitlines() if ln.startswith("|2|2|32|")]
     assert [ln.endswith("|busy in 1 of 3|") for ln in table].count(True) == 1

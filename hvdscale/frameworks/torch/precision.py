@@ -28,6 +28,30 @@ GROWTH_INTERVAL = 2000
 """Good steps after which the scale doubles (GradScaler's default)."""
 
 
+def cpu_lstm_refusal(precision: str) -> str | None:
+    """Why this CPU cannot run ``nn.LSTM`` (the fused RNN) under ``precision``'s autocast, or
+    None when it can (fp32 and tf32 always can).
+
+    PyTorch hands a bf16 or fp16 LSTM on the CPU to oneDNN whenever the CPU has AVX-512, and
+    oneDNN has no reduced-precision LSTM kernel below its own ISA level (an AVX2 cap, some older
+    or virtual CPUs), so the run would end in a traceback at the first step; a two-step LSTM of
+    width 4, forward and backward, says so first (a millisecond).
+    """
+    dtype = AUTOCAST.get(precision)
+    if dtype is None:
+        return None
+    lstm = torch.nn.LSTM(4, 4)
+    try:
+        with torch.autocast("cpu", dtype=dtype):
+            out, _ = lstm(torch.zeros(2, 1, 4))
+        out.float().sum().backward()
+    except RuntimeError as e:
+        first = str(e).split(". ")[0] or type(e).__name__  # oneDNN's advice follows
+        return (f"{precision} with model.rnn_impl=fused on this CPU: PyTorch's oneDNN LSTM "
+                f"refuses it ({first}); use precision=fp32, or model.rnn_impl=loop")
+    return None
+
+
 def autocast(precision: str, device_type: str) -> contextlib.AbstractContextManager:
     """The forward pass's autocast context for ``precision`` (a no-op for fp32 and tf32)."""
     dtype = AUTOCAST.get(precision)
