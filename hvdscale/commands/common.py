@@ -49,6 +49,24 @@ def seconds(text: str) -> float:
     return value
 
 
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(text: str) -> float:
+    """argparse type: a positive time, in seconds or with a unit: ``90``, ``90s``, ``5m``,
+    ``1.5h``."""
+    t = text.strip().lower()
+    scale = _UNITS.get(t[-1:], None)
+    try:
+        value = float(t[:-1] if scale else t) * (scale or 1.0)
+    except ValueError:
+        value = float("nan")
+    if not value > 0:
+        raise argparse.ArgumentTypeError(
+            f"must be a positive time, e.g. 90s, 5m or 1h (got {text!r})")
+    return value
+
+
 def add_config(parser: argparse.ArgumentParser, help: str | None = "YAML run config") -> None:
     """The positional YAML run config."""
     parser.add_argument("config", help=help)

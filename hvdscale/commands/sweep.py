@@ -11,8 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hvdscale.commands import common
+from hvdscale.errors import HvdscaleError
 
 NAME = "sweep"
+DEFAULT_BUDGET_S = 1200.0
+"""``--decide``'s budget when ``--budget`` is not given: 20 minutes."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -70,6 +73,14 @@ def _add_grid(sw: argparse.ArgumentParser) -> None:
                     help="learning-rate rules to compare, one more sweep axis (weak scaling): "
                     "none, linear, sqrt, legw, sqrt_adam; the report names the rule that "
                     "reached the quality target first (default: the config's optim.scale_lr)")
+    sw.add_argument("--decide", action="store_true",
+                    help="measure until decided: 3 rounds at least, then one more round at a "
+                    "time for the points of the comparisons still undecided (every pair of "
+                    "series at a rank count), nearest to a decision first, within --budget "
+                    "(docs/running.md, \"Measuring until decided\")")
+    sw.add_argument("--budget", type=common.duration, default=None, metavar="TIME",
+                    help="--decide's wall-time budget for the whole sweep, e.g. 150s or 20m "
+                    "(default: 20m); the first 3 rounds always run")
     sw.add_argument("--axis", action="append", default=[], metavar="KEY=V,V,...",
                     help="one more axis of the grid: a config key and its values, e.g. "
                     "--axis strategy.horovod.fusion_threshold_mb=0,32,128 or --axis "
@@ -84,6 +95,8 @@ def handle(args: argparse.Namespace) -> int:
     from hvdscale.study.report.report import write_report
     from hvdscale.study.sweep import driver, plan
 
+    if args.budget is not None and not args.decide:
+        raise HvdscaleError("--budget applies to --decide only (add --decide, or drop --budget)")
     spec = plan.plan_sweep(plan.SweepRequest(
         args.config, args.np, args.strategies, launcher=args.launcher, hostfile=args.hostfile,
         out=args.out, overrides=args.set, network_interfaces=args.network_interfaces,
@@ -99,12 +112,20 @@ def handle(args: argparse.Namespace) -> int:
     where = f" on {spec.hostfile.describe()}" if spec.hostfile else ""
     fws = f"{args.frameworks} x " if args.frameworks else ""
     rounds = f" x {spec.repeats} interleaved rounds" if spec.repeats > 1 else ""
+    if args.decide:
+        rounds = (f" x {max(spec.repeats, 3)}+ rounds until decided (budget "
+                  f"{args.budget or DEFAULT_BUDGET_S:.0f} s)")
     rules = f" x rules {args.scale_lr}" if args.scale_lr else ""
     axes = "".join(f" x {a}" for a in args.axis)
     say(f"hvdscale sweep: {len(spec.points)} points ({args.np} ranks x {fws}"
         f"{args.strategies}{rules}{axes}){rounds} with {spec.launcher}{where} into {spec.out}")
     try:
-        result = driver.run_sweep(spec, say)
+        if args.decide:
+            from hvdscale.study.sweep.until_decided import run_until_decided
+
+            result = run_until_decided(spec, args.budget or DEFAULT_BUDGET_S, say)
+        else:
+            result = driver.run_sweep(spec, say)
     except KeyboardInterrupt:
         # The running launch and all its processes are already ended (study/sweep/process.py);
         # finished points stay recorded, so rerunning the same command resumes where this

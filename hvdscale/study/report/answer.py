@@ -50,20 +50,25 @@ def _speedup(p: Point) -> str:
             f"round{'s' * (n != 1)})")
 
 
+def series_pairs(exp: Experiment, n: int) -> list[tuple[str, Point, str, Point]]:
+    """Every pair of series measured at ``n`` ranks, each once (label A, A, label B, B): the
+    comparisons the answer decides, and ``hvdscale sweep --decide`` measures until decided."""
+    at = [(label, p) for label, pts in sorted(exp.series.items()) for p in pts if p.ranks == n]
+    return [(la, a, lb, b) for i, (la, a) in enumerate(at) for lb, b in at[i + 1:]]
+
+
 def _verdicts(exp: Experiment, n: int) -> tuple[list[str], int]:
     """The decided verdicts among the series at ``n`` ranks (each pair once), and how many
     pairs are undecided."""
-    at = [(label, p) for label, pts in sorted(exp.series.items()) for p in pts if p.ranks == n]
     decided, undecided = [], 0
-    for i, (la, a) in enumerate(at):
-        for lb, b in at[i + 1:]:
-            s = paired_summary(a.rounds, b.rounds)
-            if s is None:
-                continue
-            if verdict_of(s).decided:
-                decided.append(compare(la, lb, s))
-            else:
-                undecided += 1
+    for la, a, lb, b in series_pairs(exp, n):
+        s = paired_summary(a.rounds, b.rounds)
+        if s is None:
+            continue
+        if verdict_of(s).decided:
+            decided.append(compare(la, lb, s))
+        else:
+            undecided += 1
     return decided, undecided
 
 
@@ -115,8 +120,8 @@ def answer(records: Sequence[Record], exps: dict[str, Experiment]) -> str:
             decided, undecided = _verdicts(exp, n)
             said = ("; ".join(decided[:SHOWN]) if decided else "no comparison decided yet") + (
                 f"; {len(decided) - SHOWN} more in the tables" if len(decided) > SHOWN else "")
-            more = (f" ({undecided} undecided: `--repeats N` adds rounds)" if undecided
-                    else "")
+            more = (f" ({undecided} undecided: `hvdscale sweep --decide` measures until "
+                    "decided)" if undecided else "")
             lines += [head, f"  - decided: {said}{more}", f"  - {_cause(rows, n, configs)}"]
     if not lines:
         return ""

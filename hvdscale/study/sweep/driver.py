@@ -181,7 +181,8 @@ def run_sweep(spec: SweepSpec, say: Callable[[str], None] = print) -> SweepResul
     share one (hvdscale.study.sweep.groups), one launch each for the others; one progress line
     per point, with the sweep's estimated time left once a point has been measured."""
     result = SweepResult()
-    plan = all_launches(list(spec.points), spec.repeats, spec.launch_per_point)
+    plan = [x for x in all_launches(list(spec.points), spec.repeats, spec.launch_per_point)
+            if x.round >= spec.first_round]
     total = sum(len(launch.points) for launch in plan)
     # Each point's number is its place in the plan, whatever ran (or was skipped) before it.
     number = {(x.round, p.index): k for k, (x, p) in enumerate(

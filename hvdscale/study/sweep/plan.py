@@ -83,6 +83,9 @@ class SweepSpec:
     round for the points that can share one (hvdscale.study.sweep.groups)."""
     grid: str = ""
     """The grid's axes and values, as ``--dry-run`` prints them."""
+    first_round: int = 0
+    """Rounds below this one are left as they are (``--decide`` adds round ``first_round`` for
+    the points still needed, and must not fill a round it skipped for the others)."""
 
 
 # --- parsing and planning (nothing launches here) -----------------------------------------
