@@ -8,6 +8,7 @@ drift; ``--schema`` prints the JSON Schema (an installed hvdscale has no docs/ f
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -26,6 +27,9 @@ def json_schema() -> dict[str, Any]:
     from the declarations, with each kind's version and one-line summary."""
     refs, defs = msgspec.json.schema_components(list(KINDS.values()),
                                                 ref_template="#/$defs/{name}")
+    for d in defs.values():  # a section's docstring, dedented as msgspec >= 0.23 does itself
+        if "description" in d:
+            d["description"] = inspect.cleandoc(d["description"])
     for cls in KINDS.values():
         d = defs[cls.__name__]
         d["description"] = cls.summary

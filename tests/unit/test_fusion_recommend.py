@@ -52,7 +52,7 @@ def test_picks_the_best_paired_ratio_not_the_best_median() -> None:
     assert max(res["table"], key=lambda row: row["words_per_s"])["label"] == SLOW_CYCLE.label
     md = markdown(res, "t")
     assert f"**Recommended: {AFTER.label}**" in md
-    assert "x1.036 (rounds 1.035–1.037, n=3" in md
+    assert "x1.036 (rounds 1.035–1.037, n=3; faster, 95% x1.0" in md
 
 
 def test_refuses_when_the_best_spread_straddles_one() -> None:
@@ -67,6 +67,7 @@ def test_refuses_when_the_best_spread_straddles_one() -> None:
     assert res["best"]["label"] == DEFAULTS.label  # the defaults stay
     md = markdown(res, "t")
     assert "keep Horovod's defaults" in md and NO_WINNER in md
+    assert "n=3; undecided, 95% x" in md  # the procedure's word, not "beyond noise"
 
 
 def test_refuses_with_one_round_and_when_everything_is_slower() -> None:

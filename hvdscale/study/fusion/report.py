@@ -20,9 +20,10 @@ from hvdscale.study.paired.recommend import (
     ratio_summary,
     recommend,
     rounds_short,
-    within_noise,
+    verdict_of,
 )
 from hvdscale.study.plotting import pyplot, save
+from hvdscale.study.verdict import EQUIVALENT, FASTER, SLOWER, UNDECIDED
 
 
 def _med(xs: list[float]) -> float | None:
@@ -109,12 +110,21 @@ def _f(x: float | None, spec: str) -> str:
     return "—" if x is None else format(x, spec)
 
 
+GAIN_WORDS = {FASTER: "faster", SLOWER: "slower", EQUIVALENT: "no difference larger than 2%",
+              UNDECIDED: "undecided"}
+"""A setting's paired ratio over the defaults in words (the procedure's margin, 2 %)."""
+
+
 def _gain(p: dict[str, Any] | None) -> str:
     if not p:
         return "—"
-    # At MIN_VERDICT_ROUNDS or more, rounds that do not straddle 1.0 are ``consistent``.
-    verdict = ("within the rounds' noise" if within_noise(p) else
-               rounds_short(p["n"]) if p["n"] < MIN_VERDICT_ROUNDS else "beyond noise")
+    # The decision procedure's words (hvdscale.study.verdict), at the level shared among the
+    # recommendation's candidates (the summary's k).
+    if p["n"] < MIN_VERDICT_ROUNDS:
+        verdict = rounds_short(p["n"])
+    else:
+        v = verdict_of(p)
+        verdict = f"{GAIN_WORDS[v.outcome]}, 95% x{v.lo:.3f}-{v.hi:.3f}"
     return (f"x{p['median']:.3f} (rounds {p['min']:.3f}–{p['max']:.3f}, n={p['n']}; "
             f"{verdict})")
 
