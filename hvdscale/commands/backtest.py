@@ -13,12 +13,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     """The ``backtest`` parser."""
     pr = subparsers.add_parser(
         NAME, help="back-test the fitted prediction on the seed notes' scaling tables",
-        description="For each table shipped with hvdscale (hvdscale/study/predict/tables/), fit "
-        "on n <= --fit-max GPUs with the same family choice as predict --fit and predict the "
-        "larger n; print predicted vs measured words/s and the error.")
+        description="For each table shipped with hvdscale (hvdscale/study/predict/tables/), or "
+        "each in --tables DIR, fit on n <= --fit-max GPUs with the same family choice as "
+        "predict --fit and predict the larger n; print predicted vs measured words/s and the "
+        "error. Fewer than 3 GPU counts at or below --fit-max cannot choose a family: the "
+        "output then says so.")
     pr.add_argument("--fit-max", type=int, default=4, help="fit on n <= this (default 4)")
     pr.add_argument("--tables", default=None, metavar="DIR",
-                    help="a directory of tables in the same CSV format (default: the shipped "
+                    help="a directory of tables in the same CSV format, at any distinct GPU "
+                    "counts that include 1 (e.g. 1,2,4,8,16 or 1,4,8,16; default: the shipped "
                     "ones)")
     pr.add_argument("--out", default=None, metavar="JSON", help="also write the result as JSON")
     pr.add_argument("--plot", default=None, metavar="PNG",

@@ -1,9 +1,11 @@
 """The back-test on the shipped seed tables: every table and held-out n, predictions from
-n <= 4 only, and one clear error for a bad table."""
+n <= 4 only; tables at the GPU counts people publish (powers of two, 1, 4, 8, 16), a note where
+too few remain to choose a family, and one clear error for a table it cannot use."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -56,17 +58,90 @@ def test_predictions_never_see_the_held_out_rows(tmp_path: Path) -> None:
     assert b["measured"][-1][1] == 2 * a["measured"][-1][1]  # what the plot draws
 
 
-def test_a_table_with_a_missing_n_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture
-                                             ) -> None:
+def _ring_table(directory: Path, gpus: list[int], name: str = "published") -> Path:
+    """A table as people publish them: ``gpus`` rows (in the order given) of an NCCL run
+    whose step time is exactly t0 + 2(n-1)/n S/B (ring-bandwidth)."""
+    directory.mkdir(exist_ok=True)
+    rows = []
+    for n in gpus:
+        t = 0.5 + 0.1 * 2 * (n - 1) / max(n, 1)  # (n = 0: a bad row, any time)
+        rows.append(f"{n},384,{20 * t},{n * 10000 / t},")
+    path = directory / f"{name}.csv"
+    path.write_text(f"# table: {name}\n# source: synthetic\n# strategy: nccl\n# rnn: x\n"
+                    "gpus,batch_size,time_20_batches_s,words_per_s,speedup\n"
+                    + "\n".join(rows) + "\n")
+    return path
+
+
+def test_a_table_with_a_gap_backtests(tmp_path: Path) -> None:
     src = TABLES_DIR / "seed001_ps_dynamic_rnn.csv"
-    bad = tmp_path / "gap.csv"
-    bad.write_text("\n".join(ln for ln in src.read_text().splitlines()
-                             if not ln.startswith("3,")) + "\n")
-    with pytest.raises(HvdscaleError, match="missing: 3"):
-        read_table(bad)
+    (tmp_path / "gap.csv").write_text("\n".join(ln for ln in src.read_text().splitlines()
+                                                if not ln.startswith("3,")) + "\n")
+    (p,) = run_backtest(tmp_path)["tables"]
+    assert p["fit_n"] == [1, 2, 4] and p["family_chosen"] and p["note"] is None
+    assert [r["n"] for r in p["predictions"]] == [5, 6, 7, 8]
+
+
+def test_a_powers_of_two_table_backtests(tmp_path: Path, capsys: pytest.CaptureFixture
+                                         ) -> None:
+    _ring_table(tmp_path, [1, 2, 4, 8, 16])
+    (p,) = run_backtest(tmp_path)["tables"]
+    assert p["fit_n"] == [1, 2, 4] and [r["n"] for r in p["predictions"]] == [8, 16]
+    # three counts choose the family by held-out error: the one the rows were made from
+    assert p["family_chosen"] and p["note"] is None and p["family"] == "ring-bandwidth"
+    assert abs(p["error_at_largest_pct"]) < 1e-6
+    assert main(["backtest", "--tables", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "|published|nccl|ring-bandwidth|16|" in out and "not chosen" not in out
+
+
+def test_a_1_4_8_16_table_backtests_in_any_row_order(tmp_path: Path) -> None:
+    _ring_table(tmp_path, [16, 1, 8, 4])
+    (p,) = run_backtest(tmp_path, fit_max=8)["tables"]
+    assert p["fit_n"] == [1, 4, 8] and [r["n"] for r in p["predictions"]] == [16]
+    assert p["family_chosen"] and p["family"] == "ring-bandwidth"
+    assert [n for n, _ in p["measured"]] == [1, 4, 8, 16]
+
+
+def test_two_points_say_the_family_cannot_be_chosen(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture) -> None:
+    _ring_table(tmp_path, [1, 4, 8, 16])
+    res = run_backtest(tmp_path)  # n <= 4: only 1 and 4
+    (p,) = res["tables"]
+    assert p["fit_n"] == [1, 4] and not p["family_chosen"]
+    assert "only 2 GPU counts at n <= 4 (1, 4), too few to choose" in p["note"]
+    assert "ring, ring-bandwidth, tree, shared-link, sync" in p["note"]
+    assert res["overall"]["family_not_chosen"] == ["published"]
+    assert [r["n"] for r in p["predictions"]] == [8, 16]  # still predicted, and said so
+    assert main(["backtest", "--tables", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "- NOTE: published: only 2 GPU counts" in out
+    assert "|published|nccl|ring-bandwidth (not chosen)|16|" in out
+    assert "Family not chosen (too few GPU counts to fit on):" in out
+
+
+def test_fit_max_leaving_only_the_1_gpu_row_is_refused(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture) -> None:
+    _ring_table(tmp_path, [1, 4, 8, 16])
+    assert main(["backtest", "--tables", str(tmp_path), "--fit-max", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "--fit-max 3 leaves only the 1-GPU row to fit on in published" in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("gpus", "says"), [
+    ([2, 4, 8, 16], "no 1-GPU row (rows: 2, 4, 8, 16)"),
+    ([1, 2, 4, 4, 8], "each GPU count needs exactly one row; 4 appear(s) more than once"),
+    ([0, 1, 2, 4], "GPU counts must be positive (got 0"),
+])
+def test_a_table_the_backtest_cannot_use_is_refused_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture, gpus: list[int], says: str) -> None:
+    path = _ring_table(tmp_path, gpus)
+    with pytest.raises(HvdscaleError, match=re.escape(says)):
+        read_table(path)
     assert main(["backtest", "--tables", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "missing: 3" in err and "Traceback" not in err
+    assert says in err and err.count("\n") == 1 and "Traceback" not in err
 
 
 def test_cli_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

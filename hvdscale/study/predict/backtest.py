@@ -6,6 +6,11 @@ table, no per-table choice by hand); predicted words/s at n is n x (words per GP
 mean over the fitted points) / t(n), with a 95 % prediction interval (Student t on the fit's
 degrees of freedom; the parameters' uncertainty plus one new point's residual scatter). The
 result counts how many held-out points fall inside it (``interval_coverage``).
+
+A table may hold any distinct GPU counts with a 1-GPU row (``tables.read_table``). Where fewer
+than ``fit.MIN_TO_CHOOSE`` of them lie at or below the fit's limit (1, 4 of a 1, 4, 8, 16
+table), no family can be chosen: the strategy's first family that fits is shown, and the table
+carries a ``note`` saying so (in the JSON and the printed output).
 """
 
 from __future__ import annotations
@@ -18,8 +23,8 @@ import numpy as np
 
 from hvdscale.errors import HvdscaleError
 from hvdscale.study.plotting import figure
-from hvdscale.study.predict.families import families_for
-from hvdscale.study.predict.fit import choose
+from hvdscale.study.predict.families import families_for, family_names
+from hvdscale.study.predict.fit import MIN_TO_CHOOSE, Choice, choose
 from hvdscale.study.predict.tables import Table, load_tables
 
 FIT_MAX = 4
@@ -33,6 +38,18 @@ def _interval(n: int, words: float, t: float, hw: float) -> tuple[float | None, 
         return None, None
     hi_t, lo_t = t + hw, t - hw
     return n * words / hi_t, (n * words / lo_t if lo_t > 0 else None)
+
+
+def _not_chosen_note(table: Table, fit_n: list[int], fit_max: int, choice: Choice
+                     ) -> str | None:
+    """Why the family was not chosen by the points, where there are too few of them."""
+    if len(fit_n) >= MIN_TO_CHOOSE:
+        return None
+    return (f"{table.name}: only {len(fit_n)} GPU counts at n <= {fit_max} "
+            f"({', '.join(map(str, fit_n))}), too few to choose among the {table.strategy} "
+            f"families ({', '.join(family_names(table.strategy))}): shown is the first that "
+            f"fits, {choice.fit.family.name}, not a choice the table supports; a family needs "
+            f"{MIN_TO_CHOOSE} GPU counts at or below --fit-max")
 
 
 def backtest_table(table: Table, fit_max: int = FIT_MAX) -> dict[str, Any]:
@@ -65,6 +82,8 @@ def backtest_table(table: Table, fit_max: int = FIT_MAX) -> dict[str, Any]:
         "measured": [[n, w] for n, w in zip(table.gpus, table.words_per_s, strict=True)],
         "fit_curve": [[n, n * words / choice.fit.predict(n)[0]] for n in table.gpus],
         "error_at_largest_pct": last["error_pct"] if last else None}
+    out["family_chosen"] = bool(choice.scores)
+    out["note"] = _not_chosen_note(table, fit_n, fit_max, choice)
     out["within_goal"] = last is not None and abs(last["error_pct"]) <= GOAL_PCT
     out["residual_from_n"] = next((r["n"] for r in rows if abs(r["error_pct"]) > STRETCH_PCT),
                                   None)
@@ -75,7 +94,8 @@ def run_backtest(directory: Path | None = None, fit_max: int = FIT_MAX) -> dict[
     """Back-test every table; ``entries`` holds one row per table and held-out n.
 
     Raises:
-        HvdscaleError: ``fit_max`` leaves a table no rank count to predict.
+        HvdscaleError: ``fit_max`` leaves a table no rank count to predict, or only its 1-GPU
+            row to fit on.
     """
     tables = load_tables(directory) if directory else load_tables()
     short = [f"{t.name} (largest n {max(t.gpus)})" for t in tables if max(t.gpus) <= fit_max]
@@ -83,6 +103,11 @@ def run_backtest(directory: Path | None = None, fit_max: int = FIT_MAX) -> dict[
         raise HvdscaleError(f"--fit-max {fit_max} leaves nothing to predict in "
                             f"{', '.join(short) or 'any table (no tables)'}: choose --fit-max "
                             "below every table's largest n")
+    alone = [t.name for t in tables if sum(n <= fit_max for n in t.gpus) < 2]
+    if alone:
+        raise HvdscaleError(f"--fit-max {fit_max} leaves only the 1-GPU row to fit on in "
+                            f"{', '.join(alone)}: a fit needs at least 2 GPU counts at or "
+                            "below --fit-max (raise it to the table's next GPU count)")
     per = [backtest_table(t, fit_max) for t in tables]
     entries = [r for p in per for r in p["predictions"]]
     worst = max(per, key=lambda p: abs(p["error_at_largest_pct"] or 0.0))
@@ -95,7 +120,14 @@ def run_backtest(directory: Path | None = None, fit_max: int = FIT_MAX) -> dict[
                         "tables": len(per), "mean_abs_error_pct": float(np.mean(errs)),
                         "max_abs_error_pct": float(np.max(errs)),
                         "interval_coverage": sum(e["inside_interval"] for e in entries),
-                        "held_out_points": len(entries)}}
+                        "held_out_points": len(entries),
+                        "family_not_chosen": [p["table"] for p in per if p["note"]]}}
+
+
+def _family(p: dict[str, Any]) -> str:
+    """The family's name, marked where the points could not choose it (raw files made before
+    the mark carry no ``family_chosen``: their families were chosen)."""
+    return p["family"] + ("" if p.get("family_chosen", True) else " (not chosen)")
 
 
 def render_summary(result: dict[str, Any]) -> str:
@@ -105,7 +137,7 @@ def render_summary(result: dict[str, Any]) -> str:
              "|:--|:--|:--|--:|--:|--:|--:|:--|--:|"]
     for p in result["tables"]:
         last = p["predictions"][-1]
-        lines.append(f"|{p['table']}|{p['strategy']}|{p['family']}|{last['n']}|"
+        lines.append(f"|{p['table']}|{p['strategy']}|{_family(p)}|{last['n']}|"
                      f"{last['measured_words_per_s']:.0f}|{last['predicted_words_per_s']:.0f}|"
                      f"{last['error_pct']:+.1f}|{'yes' if p['within_goal'] else 'no'}|"
                      f"{p['residual_from_n'] or '-'}|")
@@ -121,6 +153,10 @@ def render_summary(result: dict[str, Any]) -> str:
     if "interval_coverage" in o:  # absent from raw files made before it was counted
         lines.append(f"The 95 % prediction interval holds {o['interval_coverage']} of the "
                      f"{o['held_out_points']} held-out measurements.")
+    notes = [p["note"] for p in result["tables"] if p.get("note")]
+    if notes:
+        lines += ["", "Family not chosen (too few GPU counts to fit on):", ""]
+        lines += [f"- {n}" for n in notes]
     return "\n".join(lines) + "\n"
 
 
@@ -131,10 +167,12 @@ def render(result: dict[str, Any]) -> str:
         params = ", ".join(f"{q['name']} = {q['value']:.4g}"
                            + (f" +- {q['se']:.2g}" if q["se"] is not None else " (se unknown)")
                            for q in p["params"])
-        held = ", ".join(f"n={n}: {e:+.1f} %" for n, e in p["held_out_fit_pct"].items())
+        held = (", ".join(f"n={n}: {e:+.1f} %" for n, e in p["held_out_fit_pct"].items())
+                or "none (too few GPU counts to leave one out)")
         lines += [f"## {p['table']} ({p['strategy']}, {p['rnn']})",
-                  f"- family: {p['family']}: t(n) = t0 + {p['formula']} ({p['meaning']}); "
-                  f"chosen by {p['how']}",
+                  *([f"- NOTE: {p['note']}"] if p.get("note") else []),
+                  f"- family: {_family(p)}: t(n) = t0 + {p['formula']} ({p['meaning']}); "
+                  f"{'chosen by' if p.get('family_chosen', True) else 'shown as'} {p['how']}",
                   f"- parameters: {params}", f"- held-out error on the fitted points: {held}",
                   "", "|n|Measured words/s|Predicted words/s|95 % prediction interval|"
                   "Error (%)|",
@@ -174,7 +212,7 @@ def plot(result: dict[str, Any], path: Path) -> Path:
             hi = [r["interval_words_per_s"][1] or np.nan for r in pr]
             a.fill_between(ns, lo, hi, color="C1", alpha=0.25, label="95 % prediction interval")
             a.axvline(result["fit_max_n"] + 0.5, color="grey", ls=":", lw=1)
-            a.set_title(f"{p['table']}\n{p['family']}", fontsize=7)
+            a.set_title(f"{p['table']}\n{_family(p)}", fontsize=7)
             a.set_xlabel("GPUs", fontsize=7)
             a.tick_params(labelsize=6)
         for a in list(ax.flat)[len(tabs):]:

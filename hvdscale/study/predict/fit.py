@@ -21,6 +21,11 @@ from scipy import stats
 from hvdscale.errors import HvdscaleError
 from hvdscale.study.predict.families import Family
 
+MIN_TO_CHOOSE = 3
+"""Distinct rank counts a family choice by held-out error needs: the anchor (never left out)
+plus two, so that each count left out is predicted from a fit that still has a cost term's
+worth of points (with two, leaving one out leaves only the anchor)."""
+
 
 def t975(dof: int) -> float:
     """Two-sided 95 % Student-t quantile for ``dof`` degrees of freedom (nan for none), from
@@ -163,7 +168,7 @@ def choose(families: list[Family], ns: list[int], y: list[float], intercept: boo
     for fam in families:
         errs = held_out_errors(fam, ns, y, intercept, nbytes, servers, base)
         held[fam.name] = errs
-        if len(errs) == distinct - 1 and distinct >= 3:
+        if len(errs) == distinct - 1 and distinct >= MIN_TO_CHOOSE:
             scores[fam.name] = float(np.sqrt(np.mean(np.square(list(errs.values())))))
     fittable: list[Fit] = []
     last = HvdscaleError("no candidate family")
@@ -187,7 +192,7 @@ def choose(families: list[Family], ns: list[int], y: list[float], intercept: boo
     elif any(physical(f) for f in fittable):
         fit = next(f for f in fittable if physical(f))
         how = (f"the strategy's first family that fits: {distinct} rank count(s) cannot "
-               "score held-out error for any candidate" if distinct < 3 else
+               "score held-out error for any candidate" if distinct < MIN_TO_CHOOSE else
                "the strategy's first physical family: no physical candidate could be fitted "
                "without each rank count in turn")
     else:

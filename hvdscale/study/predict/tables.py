@@ -1,5 +1,7 @@
 """The public scaling tables shipped as data (``tables/*.csv``, copied from the seed notes, each
-with its source and command in a header), read as measured points."""
+with its source and command in a header), or a user's in the same format, read as measured
+points. A table may hold any distinct GPU counts that include 1 (published tables are often at
+powers of two, or at 1, 4, 8, 16)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ STEPS = 20
 @dataclass(frozen=True)
 class Table:
     """One table: its name, strategy (``independent``, ``ps``, ``nccl``), RNN, source and
-    per-GPU-count step time (s per batch) and words/s."""
+    per-GPU-count step time (s per batch) and words/s, in increasing GPU count."""
 
     name: str
     strategy: str
@@ -32,11 +34,34 @@ class Table:
         return self.words_per_s[i] * self.step_s[i] / n
 
 
+def _check_counts(path: Path, gpus: list[int]) -> None:
+    """Refuse GPU counts a back-test cannot use: any set of distinct positive counts will do
+    (1, 2, 4, 8, 16 or 1, 4, 8, 16 as tables are published), but one of them must be 1.
+
+    Raises:
+        HvdscaleError: a count below 1, a count given twice, or no 1-GPU row.
+    """
+    rows = ", ".join(map(str, gpus))
+    bad = sorted({g for g in gpus if g < 1})
+    if bad:
+        raise HvdscaleError(f"{path}: GPU counts must be positive (got {', '.join(map(str, bad))}"
+                            f"; rows: {rows})")
+    twice = sorted({g for g in gpus if gpus.count(g) > 1})
+    if twice:
+        raise HvdscaleError(f"{path}: each GPU count needs exactly one row; "
+                            f"{', '.join(map(str, twice))} appear(s) more than once (rows: {rows})")
+    # Words/s at n is only a speedup against the 1-GPU run, and every fit is anchored on it.
+    if 1 not in gpus:
+        raise HvdscaleError(f"{path}: no 1-GPU row (rows: {rows}); the back-test is anchored "
+                            "on the 1-GPU run, so a table must include n = 1")
+
+
 def read_table(path: Path) -> Table:
     """Parse one table file.
 
     Raises:
-        HvdscaleError: a file without the header keys or with a malformed row.
+        HvdscaleError: a file without the header keys, with a malformed row, or with GPU
+            counts ``_check_counts`` refuses.
     """
     meta: dict[str, str] = {}
     gpus, steps, wps = [], [], []
@@ -58,11 +83,11 @@ def read_table(path: Path) -> Table:
     if not {"table", "source", "strategy"} <= set(meta) or not gpus:
         raise HvdscaleError(f"{path}: not a scaling table (needs '# table:', '# source:', "
                             "'# strategy:' and rows gpus,batch_size,time,words_per_s,speedup)")
-    missing = sorted(set(range(1, max(gpus) + 1)) - set(gpus))
-    if missing or len(set(gpus)) != len(gpus):
-        raise HvdscaleError(f"{path}: the table must hold each GPU count from 1 to {max(gpus)} "
-                            f"once (missing: {', '.join(map(str, missing)) or 'none'}; "
-                            f"rows: {', '.join(map(str, gpus))})")
+    _check_counts(path, gpus)
+    # Published tables need not list their rows in order; everything downstream reads the
+    # last row as the largest n.
+    order = sorted(range(len(gpus)), key=gpus.__getitem__)
+    gpus, steps, wps = ([v[i] for i in order] for v in (gpus, steps, wps))
     return Table(meta["table"], meta["strategy"], meta.get("rnn", ""), meta["source"], gpus,
                  steps, wps)
 
