@@ -106,6 +106,12 @@ def render(raw: dict[str, Any]) -> str:
             assert p is not None
             cells.append(f"{p['median']:.3f} [{p['min']:.3f}-{p['max']:.3f}]")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    from hvdscale.study.verdict import decide
+
+    for b in bases:  # the words/s verdict, by the one procedure (issue 62), 2 % margin
+        ratios = [t / x for t, x in zip(col("torchrun", "words_per_s"), col(b, "words_per_s"),
+                                        strict=True)]
+        lines.append(f"\nwords/s, torchrun / {b}: {decide(ratios).words('torchrun', b)}.")
     loads = recorded_loads(raw, skip=("loadavg_emit",))
     lines.append(f"\nOrder rotated by one launcher a round (round 1: {', '.join(launchers)}); "
                  f"1-minute load before the launches {min(loads):.1f}-{max(loads):.1f}, "
