@@ -16,9 +16,11 @@ Needs root, ``ip``, ``tc`` and sshd.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -88,7 +90,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                            "kernel_hz": shaping.kernel_hz(), "cores": os.cpu_count(),
                            "burst_bytes": {str(r): shaping.tbf_burst(r) for r in rates if r},
                            "rows": [], "runs": []}
-    with link.ssh_hosts(work, str(os.getpid() % 10000), prefix="s63b") as h:
+    with contextlib.ExitStack() as stack:
+        # the scratch (ssh keys, commbench outputs) goes after the hosts: the rows are kept
+        stack.callback(shutil.rmtree, work, True)
+        h = stack.enter_context(link.ssh_hosts(work, str(os.getpid() % 10000), prefix="s63b"))
         for k in range(args.rounds):
             for rate in (rates if k % 2 == 0 else rates[::-1]):
                 t0 = time.time()
@@ -148,7 +153,11 @@ def main() -> int:
     if os.geteuid() != 0:
         print("bench_shaped_link: needs root (network namespaces, tc)", file=sys.stderr)
         return 2
-    res = run(args)
+    try:
+        res = run(args)
+    except AssertionError as e:  # a failed command or a link not as set: its own message
+        print(f"bench_shaped_link: {e}", file=sys.stderr)
+        return 1
     if args.out:
         Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
     print(render(res), end="")
