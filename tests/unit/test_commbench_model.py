@@ -56,6 +56,17 @@ def test_fit_recovers_alpha_beta_and_finds_the_break() -> None:
     link = cb.link_parameters("mpi4py", f, 2, 1, "colocated")
     assert link["alpha_s"] == pytest.approx(2.5e-6) and link["beta_s_per_byte"] == \
         pytest.approx(0.5e-9)
+    # A ping-pong: two messages of the size, one way at a time.
+    pp = cb.link_parameters("p2p", f, 2, 1, "colocated")
+    assert pp["alpha_s"] == pytest.approx(2.5e-6) and pp["beta_s_per_byte"] == \
+        pytest.approx(0.25e-9)
+
+
+def test_p2p_is_asked_for_and_needs_two_ranks(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    assert "p2p" not in cb.parse_transports("horovod-mpi,horovod-gloo,mpi4py,ps")
+    assert cb.parse_transports("p2p") == ["p2p"]
+    with pytest.raises(HvdscaleError, match="p2p needs --np 2"):
+        cb.run_commbench(cb.CommbenchSpec(1, "1MB", "p2p"), tmp_path)
 
 
 NET = pr.Network(ring_alpha=1e-6, ring_beta=1e-9, ring_overhead=0.0, ps_alpha=1e-6,

@@ -44,7 +44,8 @@ from hvdscale.study.commbench.sizes import (
 class CommbenchSpec:
     """What one ``hvdscale commbench`` measures: sizes and transports as the options give them
     (text) or already parsed (lists), the repeats, the parameter server's layout, and the time
-    limit of each launched job."""
+    limit of each launched job, and the NIC(s) the ranks talk over (None: the launcher's
+    choice)."""
 
     np_ranks: int
     sizes: str | list[int] = DEFAULT_SIZES
@@ -54,6 +55,7 @@ class CommbenchSpec:
     ps_servers: int = 1
     ps_placement: str = "colocated"
     timeout_s: float = 600.0
+    network_interfaces: str | None = None
 
 
 def _checked(spec: CommbenchSpec) -> tuple[list[int], list[str]]:
@@ -73,6 +75,8 @@ def _checked(spec: CommbenchSpec) -> tuple[list[int], list[str]]:
                             f"{spec.warmup})")
     if placement not in ("colocated", "dedicated"):
         raise HvdscaleError(f"--ps-placement must be colocated or dedicated (got {placement})")
+    if "p2p" in names and n < 2:
+        raise HvdscaleError(f"--transports p2p needs --np 2 or more (got {n})")
     if "ps" in names and (k < 1 or k > n or (placement == "dedicated" and k >= n)):
         raise HvdscaleError(f"--ps-servers {k} does not fit {n} ranks "
                             f"({placement}: 1..{n - (placement == 'dedicated')})")
@@ -92,7 +96,8 @@ def _launch(kind: str, spec: CommbenchSpec, transports: list[str], sizes: list[i
 
     gloo = kind == "gloo"
     n = spec.np_ranks
-    prefix = launcher_prefix("horovodrun" if gloo else "mpirun", n, hostfile_path, gloo=gloo)
+    prefix = launcher_prefix("horovodrun" if gloo else "mpirun", n, hostfile_path,
+                             network_interfaces=spec.network_interfaces, gloo=gloo)
     if not gloo and hostfile_path is None and n > _cores():
         prefix.insert(3, "--oversubscribe")
     result = out / f".commbench_{kind}.json"
@@ -167,7 +172,11 @@ def merge(jobs: dict[str, dict], n: int, sizes: list[int], names: list[str], ps_
     for launcher, job in jobs.items():
         memcpy += [job["memcpy_before"], job["memcpy_after"]]
         for name, raw in job["transports"].items():
-            if name == "ps":
+            if name == "p2p":
+                factor = 2.0
+                definition = ("ping-pong between ranks 0 and 1: size = bytes each way; busbw = "
+                              "algbw x 2 (the size crosses the link twice, one way at a time)")
+            elif name == "ps":
                 workers = n if ps_placement == "colocated" else n - ps_servers
                 factor = ps_factor(workers, ps_servers, ps_placement)
                 definition = (f"{ps_placement} parameter server, {ps_servers} server(s), "
@@ -197,6 +206,7 @@ def merge(jobs: dict[str, dict], n: int, sizes: list[int], names: list[str], ps_
                                  "written once); concurrent: every rank copying at once"},
         "jobs": {k: {"command": v["command"], "loadavg": v["loadavg"], "backend": v["backend"],
                      "mpi_yield_when_idle": v["mpi_yield_when_idle"],
+                     "per_rank": v.get("per_rank"),
                      "horovod_env": v["horovod_env"]} for k, v in jobs.items()},
         "transports": ordered,
     }

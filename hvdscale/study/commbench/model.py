@@ -118,8 +118,9 @@ def link_parameters(transport: str, fit: dict[str, Any], n: int, ps_servers: int
                     ps_placement: str, sizes: Sequence[int] = (),
                     times: Sequence[float] = ()) -> dict[str, Any]:
     """Per-link latency and seconds per byte from a transport's fit, through its textbook cost:
-    ring allreduce 2(n-1) alpha + 2(n-1)/n bytes beta; parameter server 2 (m alpha + f bytes
-    beta) with m messages and a share f of the model through its busiest rank per phase.
+    a ping-pong 2 alpha + 2 bytes beta; ring allreduce 2(n-1) alpha + 2(n-1)/n bytes beta;
+    parameter server 2 (m alpha + f bytes beta) with m messages and a share f of the model
+    through its busiest rank per phase.
 
     With the measured ``sizes`` and ``times``, and at least two sizes in each regime, alpha comes
     from a line through the sizes up to 64 KB (the latency regime) and beta from a line through
@@ -128,7 +129,9 @@ def link_parameters(transport: str, fit: dict[str, Any], n: int, ps_servers: int
     """
     if fit.get("b_s_per_byte") is None:
         return {"alpha_s": None, "beta_s_per_byte": None}
-    if transport == "ps":
+    if transport == "p2p":
+        hops, factor = 2, 2.0  # a ping-pong: two messages of the size, one after the other
+    elif transport == "ps":
         msgs, frac = ps_phase(n if ps_placement == "colocated" else n - ps_servers,
                               ps_servers, ps_placement)
         hops, factor = 2 * msgs, 2 * frac

@@ -18,6 +18,9 @@ import numpy as np
 from hvdscale.registry import FRAMEWORKS
 from hvdscale.study.commbench.sizes import repeats_for
 
+# Open MPI settings that say which transport carries the bytes, recorded per rank.
+MCA_FACTS = ("btl", "pml", "btl_tcp_if_include", "oob_tcp_if_include")
+
 
 def _timed(op: Callable[[], Any], barrier: Callable[[], None], reps: int,
            warmup: int) -> list[float]:
@@ -104,6 +107,26 @@ def _bench_mpi4py(world: Any, sizes: list[int], repeats: int, warmup: int) -> li
     return out
 
 
+def _bench_p2p(world: Any, sizes: list[int], repeats: int, warmup: int) -> list[dict]:
+    """Ping-pong between ranks 0 and 1 (the others wait): 0 sends ``size`` bytes, 1 sends them
+    back; one direction at a time, so each message has the link to itself."""
+    out = []
+    for size in sizes:
+        buf = np.ones(size // 4, dtype=np.float32)
+
+        def pingpong(b: np.ndarray = buf) -> None:
+            if world.rank == 0:
+                world.comm.Send(b, dest=1)
+                world.comm.Recv(b, source=1)
+            elif world.rank == 1:
+                world.comm.Recv(b, source=0)
+                world.comm.Send(b, dest=0)
+
+        t = _timed(pingpong, world.barrier, repeats_for(size, repeats), warmup)
+        out.append({"bytes": size, "times_s": _gather_times(world, t)})
+    return out
+
+
 def _bench_ps(world: Any, sizes: list[int], repeats: int, warmup: int, servers: int,
               placement: str) -> list[dict]:
     from hvdscale.config import PSConfig
@@ -167,6 +190,8 @@ def _measure(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         return world, res
     world = MPIWorld()
     res["memcpy_before"] = memcpy_bandwidth(world)
+    if "p2p" in transports:
+        res["transports"]["p2p"] = _bench_p2p(world, sizes, args.repeats, args.warmup)
     if "mpi4py" in transports:
         res["transports"]["mpi4py"] = _bench_mpi4py(world, sizes, args.repeats, args.warmup)
     if "ps" in transports:
@@ -181,8 +206,14 @@ def _measure(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
 
 
 def _job_facts(world: Any) -> dict[str, Any]:
-    """What the job ran under: ranks, load, backend, OpenMPI's yield and Horovod's settings."""
+    """What the job ran under: ranks, load, backend, each rank's host and Open MPI transport
+    settings (what its environment says), OpenMPI's yield and Horovod's settings."""
+    import socket
+
+    mine = {"host": socket.gethostname(),
+            **{k: os.environ.get(f"OMPI_MCA_{k}") for k in MCA_FACTS}}
     return {"ranks": world.size, "loadavg": list(os.getloadavg()), "backend": world.backend,
+            "per_rank": world.allgather(mine),
             "mpi_yield_when_idle": os.environ.get("OMPI_MCA_mpi_yield_when_idle"),
             "horovod_env": {k: v for k, v in os.environ.items()
                             if k.startswith("HOROVOD_") and "RENDEZVOUS" not in k

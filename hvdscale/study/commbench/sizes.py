@@ -8,10 +8,11 @@ import re
 from hvdscale.errors import HvdscaleError
 from hvdscale.study.sweep.names import parse_names
 
-TRANSPORTS = ("horovod-mpi", "horovod-gloo", "mpi4py", "ps")
-MPI_TRANSPORTS = ("mpi4py", "ps", "horovod-mpi")  # in the order one mpirun job runs them
+TRANSPORTS = ("horovod-mpi", "horovod-gloo", "mpi4py", "ps", "p2p")
+MPI_TRANSPORTS = ("p2p", "mpi4py", "ps", "horovod-mpi")  # in the order one mpirun job runs them
 DEFAULT_SIZES = "4B..256MB"
-DEFAULT_TRANSPORTS = ",".join(TRANSPORTS)
+# p2p (a ping-pong between two ranks, no collective) only when asked: it is a link check
+DEFAULT_TRANSPORTS = ",".join(TRANSPORTS[:4])
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20,
           "MB": 1 << 20, "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
 
