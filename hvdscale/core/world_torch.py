@@ -46,12 +46,29 @@ def launcher_store(name: str) -> Any:
     and a number every rank counts alike (each caller of a kind gets a fresh key space)."""
     import torch.distributed as dist
 
-    global _store, _prefixes
+    global _prefixes
+    _prefixes += 1
+    return dist.PrefixStore(f"hvdscale/{name}/{_prefixes}", _base_store())
+
+
+def named_store(name: str) -> Any:
+    """torchrun's store under the prefix ``name`` alone: for keys every rank names alike
+    whatever it did before (a shared launch's agreement on point k, where a rank that failed
+    early made fewer stores than the others, so ``launcher_store``'s count would differ)."""
+    import torch.distributed as dist
+
+    return dist.PrefixStore(f"hvdscale/{name}", _base_store())
+
+
+def _base_store() -> Any:
+    """torchrun's store, joined on first use."""
+    import torch.distributed as dist
+
+    global _store
     if _store is None:
         # env:// joins the agent's store (TORCHELASTIC_USE_AGENT_STORE) or binds it on rank 0.
         _store, _, _ = next(dist.rendezvous("env://", timeout=TIMEOUT))  # hvd:
-    _prefixes += 1
-    return dist.PrefixStore(f"hvdscale/{name}/{_prefixes}", _store)
+    return _store
 
 
 def single_host() -> bool:

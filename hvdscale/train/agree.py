@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -69,3 +70,33 @@ def agree(comm: object, ok: bool, error: str, timeout_s: float | None = None) ->
         time.sleep(0.005)
     errors = comm.allgather(error[:2000])  # hvd: every rank is here
     return Agreement([bool(f) for f in flags], errors)
+
+
+def agree_on_store(store: Any, rank: int, size: int, ok: bool, error: str,
+                   timeout_s: float | None = None) -> Agreement:
+    """Every rank's ``ok`` and ``error`` on a key-value store (torchrun's, under a prefix of
+    this point's own): each rank sets its key, then waits for all ``size`` keys within the
+    limit. No collective is involved, so a rank stuck in the failed point's collective cannot
+    hold the others: they time out and end the job, as over MPI. What another rank wrote is
+    checked before it is believed (a malformed entry reads as that rank failing)."""
+    import datetime
+    import json
+
+    limit = agree_timeout_s() if timeout_s is None else timeout_s
+    store.set(str(rank), json.dumps([bool(ok), error[:2000]]))
+    keys = [str(r) for r in range(size)]
+    try:
+        store.wait(keys, datetime.timedelta(seconds=limit))  # hvd: the launch's store
+    except RuntimeError:  # the store's timeout (DistStoreError is one): someone never came
+        return Agreement(None, [])
+    oks, errors = [], []
+    for k in keys:
+        try:
+            flag, why = json.loads(store.get(k))
+            if not isinstance(flag, bool) or not isinstance(why, str):
+                raise ValueError(k)
+        except (ValueError, TypeError):
+            flag, why = False, f"rank {k}: a malformed agreement entry"
+        oks.append(flag)
+        errors.append(why)
+    return Agreement(oks, errors)

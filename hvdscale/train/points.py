@@ -35,7 +35,7 @@ from hvdscale.records.failed import FailedRecord
 from hvdscale.records.launch_plan import LaunchPlan, PlannedPoint
 from hvdscale.records.point_state import PointState
 from hvdscale.records.store import append_line, append_record, read_record_file, record_key
-from hvdscale.train.agree import Agreement, agree
+from hvdscale.train.agree import Agreement, agree, agree_on_store
 from hvdscale.train.runner import LaunchParts, PointRun, prepare_launch, run_prepared
 from hvdscale.train.teardown import teardown
 
@@ -66,7 +66,7 @@ class _Launch:
     settings: ProgressSettings
     argv: list[str] | None
     parts: LaunchParts | None = None
-    agreements: Any = None  # the communicator only agreements use
+    agreements: Any = None  # the communicator only agreements use, or TORCHRUN_STORE
     after: tuple[str, ...] = ()
     teardown_s: float | None = None
 
@@ -88,14 +88,14 @@ def run_points(plan: LaunchPlan, out_dir: str | Path, settings: ProgressSettings
     """Run every point of ``plan`` on this rank; returns how many failed (on every rank).
 
     Raises:
-        HvdscaleError: a ``horovodrun --gloo`` or ``torchrun`` launch (the points agree over
-            MPI).
+        HvdscaleError: a ``horovodrun --gloo`` launch (the points agree over MPI, or over
+            torchrun's store under torchrun; ``--gloo`` gives neither).
     """
-    if launch_kind() != "mpi":
-        under = "torchrun" if launch_kind() == "torchrun" else "horovodrun --gloo"
+    if launch_kind() not in ("mpi", "torchrun"):
         raise HvdscaleError("run-points needs an MPI job (mpirun, srun --mpi=pmix, horovodrun "
-                            "--mpi): its ranks agree on each point over MPI; under "
-                            f"{under} run each point with `hvdscale run`")
+                            "--mpi) or torchrun: its ranks agree on each point over MPI or "
+                            "torchrun's store; under horovodrun --gloo run each point with "
+                            "`hvdscale run`")
     launch = _Launch(plan, Path(out_dir), settings, argv)
     startup.begin()  # the first point's start-up holds the launch's own (imports, MPI)
     failed = 0
@@ -128,9 +128,7 @@ def _one_point(launch: _Launch, k: int, p: PlannedPoint) -> bool:
         faults.maybe_fault(rank, "config")
         if launch.parts is None:
             launch.parts = prepare_launch(cfg.threads, cfg.framework, cfg.device)
-            from mpi4py import MPI
-
-            launch.agreements = MPI.COMM_WORLD.Dup()  # hvd: collective, once per launch
+            launch.agreements = _agreements()
             # What start-up made (the frameworks' modules) lives as long as the process: kept
             # out of the collector's reach, a point's teardown collects only its own garbage
             # (0.6 s a point here otherwise, for nothing).
@@ -145,7 +143,7 @@ def _one_point(launch: _Launch, k: int, p: PlannedPoint) -> bool:
     # A config every rank refused needs no agreement (each read the same file and --set keys):
     # the point failed on every rank, and the launch goes on to the next.
     said = (Agreement([False] * launch_size(), [error] * launch_size())
-            if launch.agreements is None else agree(launch.agreements, ok, error))
+            if launch.agreements is None else _agree(launch, k, ok, error))
     if not (said.all_ok or said.all_failed):
         _end_launch(said.ok, k, p.label)
     t0 = time.perf_counter()
@@ -159,7 +157,32 @@ def _one_point(launch: _Launch, k: int, p: PlannedPoint) -> bool:
     return said.all_ok
 
 
-SIZE_ENV_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE", "SLURM_NTASKS", "HOROVOD_SIZE")
+TORCHRUN_STORE = "torchrun-store"
+"""``_Launch.agreements`` under torchrun: each point agrees on keys of its own in the store."""
+
+
+def _agreements() -> Any:
+    """What the points agree on: a communicator of their own over MPI (a collective, once per
+    launch), or, under torchrun, its store (each point's keys made when it ends)."""
+    if launch_kind() == "torchrun":
+        return TORCHRUN_STORE
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD.Dup()  # hvd: collective, once per launch
+
+
+def _agree(launch: _Launch, k: int, ok: bool, error: str) -> Agreement:
+    """Every rank's word on point ``k``."""
+    if launch.agreements == TORCHRUN_STORE:
+        from hvdscale.core.world_torch import named_store
+
+        store = named_store(f"agree/{launch.plan.launch}/{k}")
+        return agree_on_store(store, launch_rank(), launch_size(), ok, error)
+    return agree(launch.agreements, ok, error)
+
+
+SIZE_ENV_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE", "SLURM_NTASKS", "HOROVOD_SIZE",
+                 "WORLD_SIZE")
 """Where a launcher states the job's size (read before MPI starts)."""
 
 

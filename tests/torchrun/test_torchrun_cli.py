@@ -89,19 +89,28 @@ def test_a_ddp_run_under_torchrun_records_its_launch(tmp_path: Path) -> None:
     _check_record(json.loads(lines[1]), "ddp")
 
 
-def test_a_sweep_with_launcher_torchrun_runs_independent_replicas(tmp_path: Path) -> None:
+def test_a_torchrun_sweep_runs_a_round_in_one_launch_and_a_failed_point_is_recorded(
+        tmp_path: Path) -> None:
+    """One torchrun for the round's two points (``hvdscale run-points``: the points agree over
+    torchrun's store); ddp fails on every rank, so it gets a failed record and independent
+    still runs in the same launch."""
     sweep = [sys.executable, "-m", "hvdscale", "sweep", "configs/demo.yaml", "--np", "2",
-             "--strategies", "independent", "--launcher", "torchrun", "--out", str(tmp_path),
-             "--no-plot", "--timeout", "150", *SMALL]
-    r = subprocess.run(sweep, cwd=ROOT, env=_env(), capture_output=True, text=True,
-                       timeout=240)
+             "--strategies", "ddp,independent", "--launcher", "torchrun", "--out",
+             str(tmp_path), "--no-plot", "--timeout", "150", *SMALL]
+    r = subprocess.run(sweep, cwd=ROOT, env=_env(HVDSCALE_FAULT="*:model",
+                                                 HVDSCALE_FAULT_ARGV="strategy.name=ddp"),
+                       capture_output=True, text=True, timeout=240)
     out = r.stdout + r.stderr
-    assert r.returncode == 0, out[-3000:]
-    assert "[1/1] torch independent np=2: ok" in out, out[-3000:]
-    (line,) = (tmp_path / "results.jsonl").read_text().splitlines()
-    _check_record(json.loads(line), "independent")
-    (log,) = (tmp_path / "logs").glob("*independent_np2*.stdout")
-    assert "torch.distributed.run --standalone" in log.read_text().splitlines()[0]
+    assert r.returncode == 1, out[-3000:]  # a point failed: the sweep says so, after the report
+    assert "[1/2] torch ddp np=2: FAILED" in out and "[2/2] torch independent np=2: ok" in out, \
+        out[-3000:]
+    recs = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert [(x["status"], x["config"]["strategy"]["name"]) for x in recs] == [
+        ("failed", "ddp"), ("ok", "independent")]
+    _check_record(recs[1], "independent")
+    (log,) = (tmp_path / "logs").glob("*.stdout")  # one launch for both points
+    head = log.read_text().splitlines()[0]
+    assert "torch.distributed.run --standalone" in head and "run-points" in head, head
     assert (tmp_path / "report.md").exists()
 
 

@@ -31,6 +31,7 @@ from hvdscale.study.sweep.plan import (
     point_workers,
     recorded,
 )
+from hvdscale.study.sweep.shared_launch import shared_command
 from tests.records_fixture import failed_record, run_dict, run_record
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -269,10 +270,12 @@ def test_error_summary_skips_tensorflow_start_up_logs_and_reads_stdout_if_needed
     assert error_summary(noise + "hvdscale: error: bad key\n") == "hvdscale: error: bad key"
 
 
-def test_a_torchrun_sweep_launches_each_point_alone_and_refuses_what_needs_mpi(
+def test_a_torchrun_sweep_shares_a_launch_per_round_and_refuses_what_needs_mpi(
         tmp_path: Path) -> None:
     spec = _plan(tmp_path, launcher="torchrun", strategies="ddp,independent")
-    assert spec.launch_per_point  # run-points agrees on each point over MPI
+    assert not spec.launch_per_point  # run-points agrees over torchrun's store there
+    shared = shared_command(spec, 2, tmp_path / "plan.json")
+    assert shared[:3] == [sys.executable, "-m", "torch.distributed.run"] and "run-points" in shared
     cmd = launch_command(spec, spec.points[-1])
     assert cmd[:12] == [sys.executable, "-m", "torch.distributed.run", "--standalone",
                         "--nnodes", "1", "--nproc-per-node", "2", "--max-restarts", "0",

@@ -272,8 +272,7 @@ def plan_sweep(req: SweepRequest, env: Mapping[str, str] | None = None,
                      hostfile=hosts, network_interfaces=req.network_interfaces,
                      launcher_args=extra, timeout_s=float(req.timeout_s), redo=req.redo,
                      progress_every=req.progress_every, repeats=req.repeats,
-                     # run-points agrees on each point over MPI: torchrun's are launched alone
-                     launch_per_point=bool(req.launch_per_point) or req.launcher == "torchrun",
+                     launch_per_point=bool(req.launch_per_point),
                      grid=describe_grid(nps, pairs, axes))
 
 

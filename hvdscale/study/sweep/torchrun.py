@@ -1,10 +1,11 @@
-"""The ``torchrun`` launch of a sweep's point: one node, ``--standalone`` (torchrun's own c10d
+"""The ``torchrun`` launch of a sweep's points: one node, ``--standalone`` (torchrun's own c10d
 store on a free port), torchrun's restarts off, every rank running the point's command line.
 
 torchrun starts no MPI job: the ranks' world is torchrun's (``hvdscale.core.world_torch``), the
-strategies that need MPI are refused in the plan (the registry's ``launches``), and each point
-is a launch of its own (``hvdscale run-points`` agrees on each point over MPI). Several nodes
-under torchrun are one agent per node: launch/slurm/multinode_torchrun.sbatch.
+strategies that need MPI are refused in the plan (the registry's ``launches``), and a round's
+points at one rank count share one torchrun, as under mpirun (``hvdscale run-points``: its ranks
+agree on how each point ended over torchrun's store, ``hvdscale.train.agree.agree_on_store``).
+Several nodes under torchrun are one agent per node: launch/slurm/multinode_torchrun.sbatch.
 """
 
 from __future__ import annotations
