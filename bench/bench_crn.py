@@ -112,6 +112,28 @@ def _rng(xs: list[float], f: str) -> str:
     return f"{statistics.median(xs):{f}} [{min(xs):{f}}-{max(xs):{f}}]"
 
 
+def _per_step(rows: list[dict[str, Any]], rounds: list[int], a_name: str, b_name: str) -> str:
+    """Why pairing buys what it buys: per step, how the words and the step times vary, and how
+    the step times follow the words and each other (the slowest rank's time per step)."""
+    import numpy as np
+
+    cv_w, cv_t, c_w, c_ab = [], [], [], []
+    for r in rounds:
+        a, b = (next(x["raw"] for x in rows if x["round"] == r and x["strategy"] == s)
+                for s in (a_name, b_name))
+        w = np.asarray(a["words"], dtype=float).sum(axis=0)
+        ta, tb = (np.asarray(x["step_s"], dtype=float).max(axis=0) for x in (a, b))
+        cv_w.append(w.std() / w.mean())
+        cv_t += [ta.std() / ta.mean(), tb.std() / tb.mean()]
+        c_w += [np.corrcoef(ta, w)[0, 1], np.corrcoef(tb, w)[0, 1]]
+        c_ab.append(np.corrcoef(ta, tb)[0, 1])
+    return (f"Per step, over the rounds: words vary by {100 * min(cv_w):.1f}-"
+            f"{100 * max(cv_w):.1f}% (sd / mean), step times by {100 * min(cv_t):.1f}-"
+            f"{100 * max(cv_t):.1f}%; a step time's correlation with its words "
+            f"{min(c_w):.2f}-{max(c_w):.2f}, between the two runs' step times "
+            f"{min(c_ab):.2f}-{max(c_ab):.2f}.")
+
+
 def render(doc: dict[str, Any]) -> str:
     """The BENCHMARKS.md table, every figure recomputed from the raw lists."""
     a_name, b_name = doc["strategies"]
@@ -130,6 +152,7 @@ def render(doc: dict[str, Any]) -> str:
                      f"{f['unpaired_pct']:.2f}% | {f['gain']:.2f} | {_secs(f['pair_s'])} | "
                      f"{_secs(f['alone_s'])} |")
     loads = [x["load_1min"] for x in rows if x["load_1min"] is not None]
+    lines += ["", _per_step(rows, rounds, a_name, b_name)]
     both = [f["pair_s"] / f["alone_s"] for f in figs if f["pair_s"] and f["alone_s"]]
     lines += ["", f"Unpaired / paired half-width, median [range] over {len(figs)} rounds: "
               f"{_rng([f['gain'] for f in figs], '.2f')}. Time to +-2%, paired / alone: "
