@@ -107,6 +107,12 @@ def handle(args: argparse.Namespace) -> int:
         check_out=not args.dry_run)
     say = functools.partial(print, flush=True)
     if args.dry_run:
+        if args.decide:  # the first rounds --decide always runs; the rest depend on the results
+            import dataclasses
+
+            spec = dataclasses.replace(spec, repeats=max(spec.repeats, 3))
+            say("--decide: the 3 rounds below, then one round at a time for the points of the "
+                "comparisons still undecided, within --budget")
         driver.dry_run(spec, say)
         return 0
     where = f" on {spec.hostfile.describe()}" if spec.hostfile else ""

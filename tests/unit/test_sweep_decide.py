@@ -132,3 +132,16 @@ def test_budget_units() -> None:
     from hvdscale.commands.common import duration
 
     assert [duration(t) for t in ("90", "90s", "2.5m", "1h")] == [90.0, 90.0, 150.0, 3600.0]
+
+
+def test_a_dry_run_with_decide_shows_the_first_three_rounds(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "hvdscale", "sweep", str(CONFIG), "--np", "1",
+                        "--strategies", "horovod,independent", "--decide", "--dry-run",
+                        "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("--decide: the 3 rounds below, then one round at a time")
+    assert "= 2 points x 3 round(s), 3 launches" in r.stdout
