@@ -57,15 +57,34 @@ def run_once(mode: str, budget: float, out: Path) -> dict[str, Any]:
                       "words_per_s": x.words_per_s} for x in recs]}
 
 
-def decided(run: dict[str, Any]) -> tuple[int, int, int, int]:
-    """(table decided, table total, all pairs decided, all pairs total) from a run's rounds."""
-    from hvdscale.study.paired.recommend import paired_summary, verdict_of
-
+def _rounds(run: dict[str, Any]) -> dict[tuple[str, int], list[float | None]]:
+    """Per (series, ranks), words/s per round (None: not measured in that round)."""
     rounds: dict[tuple[str, int], dict[int, float]] = {}
     for x in run["runs"]:
         rounds.setdefault((x["series"], x["ranks"]), {})[x["round"]] = x["words_per_s"]
     n_rounds = 1 + max(x["round"] for x in run["runs"])
-    seq = {k: [v.get(r) for r in range(n_rounds)] for k, v in rounds.items()}
+    return {k: [v.get(r) for r in range(n_rounds)] for k, v in rounds.items()}
+
+
+def outcomes(run: dict[str, Any]) -> dict[tuple, str]:
+    """Every pair of series at a rank count (A before B by name): the procedure's outcome."""
+    from hvdscale.study.paired.recommend import paired_summary, verdict_of
+
+    seq = _rounds(run)
+    out = {}
+    for a in sorted(seq):
+        for b in sorted(seq):
+            if a < b and a[1] == b[1]:
+                s = paired_summary(seq[a], seq[b])
+                out[(a, b)] = verdict_of(s).outcome if s is not None else "undecided"
+    return out
+
+
+def decided(run: dict[str, Any]) -> tuple[int, int, int, int]:
+    """(table decided, table total, all pairs decided, all pairs total) from a run's rounds."""
+    from hvdscale.study.paired.recommend import paired_summary, verdict_of
+
+    seq = _rounds(run)
 
     def ok(a: tuple[str, int], b: tuple[str, int]) -> bool:
         s = paired_summary(seq[a], seq[b])
@@ -99,10 +118,19 @@ def render(doc: dict[str, Any]) -> str:
             lines.append(f"| {i} | {run['mode']} | {run['wall_s']:.0f} | {td} of {ta} | "
                          f"{pd} of {pa} | {n} |")
     ratio = [d / r for d, r in zip(walls["decide"], walls["repeats2"], strict=True)]
+    # A comparison decided in several --decide runs: the same direction each time?
+    said: dict[tuple, set[str]] = {}
+    for pair in doc["pairs"]:
+        for key, o in outcomes(pair[1]).items():
+            if o in ("faster", "slower"):
+                said.setdefault(key, set()).add(o)
+    flips = sum(len(v) > 1 for v in said.values())
     loads = [x for p in doc["pairs"] for r in p for x in (r["load_before"], r["load_after"])]
     lines += ["", f"Wall time, --decide --budget {doc['budget_s']:g} s / --repeats 2, paired: "
               f"median {statistics.median(ratio):.2f} [{min(ratio):.2f}-{max(ratio):.2f}] over "
-              f"{len(ratio)} pairs; 1-minute load {min(loads):.1f}-{max(loads):.1f}."]
+              f"{len(ratio)} pairs; 1-minute load {min(loads):.1f}-{max(loads):.1f}. "
+              f"Comparisons decided faster or slower in any --decide run: {len(said)}; "
+              f"decided in opposite directions in two runs: {flips}."]
     return "\n".join(lines)
 
 
