@@ -40,8 +40,9 @@ def run_once(mode: str, budget: float, out: Path) -> dict[str, Any]:
     from hvdscale.study.paired.rounds import round_of
 
     extra = ["--repeats", "2"] if mode == "repeats2" else ["--decide", "--budget", str(budget)]
-    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "TF_CPP_MIN_LOG_LEVEL": "2"}
+    from hvdscale.study.sweep.launcher import launch_env
+
+    env = launch_env({**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     load = os.getloadavg()[0]
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "hvdscale", "sweep", *DEMO, *extra, "--out",

@@ -27,9 +27,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # tools/testbed, as `python bench/...` runs from anywhere
+from simulated import tools_package
 
+ROOT = Path(__file__).resolve().parents[1]
+tools_package()  # tools/testbed from this checkout, as `python bench/...` runs from anywhere
 from tools.testbed import link, shaping  # noqa: E402
 
 # A TCP segment on a 1500-byte MTU carries 1448 bytes of payload (20 IP + 20 TCP + 12 of

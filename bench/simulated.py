@@ -9,7 +9,9 @@ path, not the checkout's root (and the benches never edit their import path).
 from __future__ import annotations
 
 import functools
+import importlib.machinery
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -25,3 +27,15 @@ def testbed(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@functools.cache
+def tools_package() -> ModuleType:
+    """The checkout's ``tools`` folder as the package ``tools`` (a namespace package: the
+    testbed's modules import one another as ``tools.testbed.X``), registered by its folder, so
+    ``from tools.testbed import link`` works after this call without editing the import path."""
+    spec = importlib.machinery.ModuleSpec("tools", None, is_package=True)
+    spec.submodule_search_locations = [str(TESTBED.parent)]
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("tools", module)
+    return sys.modules["tools"]
