@@ -94,6 +94,7 @@ def handle(args: argparse.Namespace) -> int:
     """
     from hvdscale.study.report.report import write_report
     from hvdscale.study.sweep import driver, plan
+    from hvdscale.study.verdict import MIN_ROUNDS
 
     if args.budget is not None and not args.decide:
         raise HvdscaleError("--budget applies to --decide only (add --decide, or drop --budget)")
@@ -110,16 +111,16 @@ def handle(args: argparse.Namespace) -> int:
         if args.decide:  # the first rounds --decide always runs; the rest depend on the results
             import dataclasses
 
-            spec = dataclasses.replace(spec, repeats=max(spec.repeats, 3))
-            say("--decide: the 3 rounds below, then one round at a time for the points of the "
-                "comparisons still undecided, within --budget")
+            spec = dataclasses.replace(spec, repeats=max(spec.repeats, MIN_ROUNDS))
+            say(f"--decide: the {MIN_ROUNDS} rounds below, then one round at a time for the "
+                "points of the comparisons still undecided, within --budget")
         driver.dry_run(spec, say)
         return 0
     where = f" on {spec.hostfile.describe()}" if spec.hostfile else ""
     fws = f"{args.frameworks} x " if args.frameworks else ""
     rounds = f" x {spec.repeats} interleaved rounds" if spec.repeats > 1 else ""
     if args.decide:
-        rounds = (f" x {max(spec.repeats, 3)}+ rounds until decided (budget "
+        rounds = (f" x {max(spec.repeats, MIN_ROUNDS)}+ rounds until decided (budget "
                   f"{args.budget or DEFAULT_BUDGET_S:.0f} s)")
     rules = f" x rules {args.scale_lr}" if args.scale_lr else ""
     axes = "".join(f" x {a}" for a in args.axis)

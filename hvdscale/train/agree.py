@@ -19,6 +19,8 @@ import numpy as np
 AGREE_ENV = "HVDSCALE_AGREE_TIMEOUT_S"
 AGREE_TIMEOUT_S = 30.0
 """Seconds a rank waits for the others' word on a point (``HVDSCALE_AGREE_TIMEOUT_S``)."""
+ERROR_CHARS = 2000
+"""How much of a rank's error text travels in an agreement (MPI's or the store's)."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ def agree(comm: object, ok: bool, error: str, timeout_s: float | None = None) ->
         if time.monotonic() > end:
             return Agreement(None, [])  # the job ends: the request is never completed
         time.sleep(0.005)
-    errors = comm.allgather(error[:2000])  # hvd: every rank is here
+    errors = comm.allgather(error[:ERROR_CHARS])  # hvd: every rank is here
     return Agreement([bool(f) for f in flags], errors)
 
 
@@ -83,7 +85,7 @@ def agree_on_store(store: Any, rank: int, size: int, ok: bool, error: str,
     import json
 
     limit = agree_timeout_s() if timeout_s is None else timeout_s
-    store.set(str(rank), json.dumps([bool(ok), error[:2000]]))
+    store.set(str(rank), json.dumps([bool(ok), error[:ERROR_CHARS]]))
     keys = [str(r) for r in range(size)]
     try:
         store.wait(keys, datetime.timedelta(seconds=limit))  # hvd: the launch's store
