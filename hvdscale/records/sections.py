@@ -133,6 +133,9 @@ class Threads(Section, kw_only=True):
     inter_op: Annotated[int, Doc("inter-op threads per rank")]
     mpi_yield_when_idle: Annotated[str | None, Doc("OMPI_MCA_mpi_yield_when_idle")]
     mpi_btl: Annotated[str | UnsetType | None, Doc("OMPI_MCA_btl")] = UNSET
+    cores: Annotated[int | UnsetType, Doc("cores rank 0 may run on (its CPU affinity): what "
+                                          "its compute and communication threads share",
+                                          "cores")] = UNSET
 
 
 class Interval(Section, kw_only=True):

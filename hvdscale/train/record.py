@@ -11,6 +11,7 @@ from typing import Any
 from hvdscale.config import to_dict
 from hvdscale.core.batching import Schedule
 from hvdscale.core.meter import summarize
+from hvdscale.core.threads import cores_on_host
 from hvdscale.core.world import hostname
 from hvdscale.records.run import RunRecord
 from hvdscale.records.store import record_key
@@ -41,7 +42,7 @@ def _threads(ctx: RunContext) -> dict[str, Any]:
     """The run's thread counts and the Open MPI settings in force (core/threads.py)."""
     return {"intra_op": ctx.intra, "inter_op": ctx.inter,
             "mpi_yield_when_idle": os.environ.get("OMPI_MCA_mpi_yield_when_idle"),
-            "mpi_btl": os.environ.get("OMPI_MCA_btl")}
+            "mpi_btl": os.environ.get("OMPI_MCA_btl"), "cores": cores_on_host()}
 
 
 def build_record(ctx: RunContext, strategy: Strategy, adapter: Adapter, data: RunData,

@@ -59,6 +59,8 @@ NOT_A_CLAIM = [
     re.compile(r"\|\s*within 10 %\s*\||goal: within 10 %", re.I),  # a fit's error, not a pair
     re.compile(r"compute 2-3x slower per word", re.I),  # one process's compute, not a pair
     re.compile(r"\bslower \(the allocator", re.I),
+    # issue 63: the link with the highest set rate, and a prediction's error against its goal
+    re.compile(r"fastest link|(?:are|land|every round) within 10 %", re.I),
 ]
 """Reviewed uses of a claim word that compare no two measured series (issue 62)."""
 
@@ -110,6 +112,32 @@ def _runs_ratio(a: str, b: str, config: str | None = None) -> Callable[[Any], li
     return ratios
 
 
+def _link_ratio(a: str, b: str, config: str, rate: float) -> Callable[[Any], list[float]]:
+    """A / B of the shaped-link sweep's measured np=2 words/s at one rate, round by round
+    (bench/bench_shaped_sweep.py's rows)."""
+    def ratios(raw: Any) -> list[float]:
+        got: dict[str, dict[int, float]] = {a: {}, b: {}}
+        for r in raw["rows"]:
+            if (r["how"], r["config"], r["rate_gbit"]) == ("unfitted", config, rate) and \
+                    r["strategy"] in got:
+                got[r["strategy"]][r["round"]] = r["measured_words_per_s"]
+        return [got[a][k] / got[b][k] for k in sorted(got[a]) if k in got[b]]
+    return ratios
+
+
+def _link_speedup(s: str, config: str, rate: float) -> Callable[[Any], list[float]]:
+    """np=2 over np=1 words/s of strategy ``s`` on the shaped link at one rate, round by round
+    (both points of one round's sweep)."""
+    def ratios(raw: Any) -> list[float]:
+        two = {r["round"]: r["measured_words_per_s"] for r in raw["rows"]
+               if (r["how"], r["config"], r["rate_gbit"], r["strategy"]) ==
+               ("unfitted", config, rate, s)}
+        one = {run["round"]: run["one_rank_words_per_s"][config][s] for run in raw["runs"]
+               if run["rate_gbit"] == rate}
+        return [two[k] / one[k] for k in sorted(two) if k in one]
+    return ratios
+
+
 def _wall_ratio(raw: Any) -> list[float]:
     return [r["alone"]["wall_s"] / r["shared"]["wall_s"] for r in raw["rounds"]]
 
@@ -130,6 +158,22 @@ CLAIMS = [
           _runs_ratio("horovod tuned", "ddp tuned", "configs/demo.yaml"), UNDECIDED,
           "horovod tuned / ddp tuned x{ratio:.3f} ({lo:.3f}-{hi:.3f}), {n} paired rounds: "
           "undecided"),
+    Claim("ps2 / horovod on the 0.5 Gbit/s link, demo", "shaped_link.json",
+          _link_ratio("ps2", "horovod", "configs/demo.yaml", 0.5), FASTER,
+          "ps2 / horovod x{ratio:.3f} ({lo:.3f}-{hi:.3f}), {n} paired rounds: two servers "
+          "decided faster"),
+    Claim("ps / horovod on the 0.5 Gbit/s link, demo", "shaped_link.json",
+          _link_ratio("ps", "horovod", "configs/demo.yaml", 0.5), SLOWER,
+          "ps / horovod x{ratio:.3f} ({lo:.3f}-{hi:.3f}), {n} paired rounds: one server "
+          "decided slower"),
+    Claim("horovod np=2 / np=1 on the 1 Gbit/s link, demo", "shaped_link.json",
+          _link_speedup("horovod", "configs/demo.yaml", 1.0), FASTER,
+          "horovod np=2 / np=1 x{ratio:.3f} ({lo:.3f}-{hi:.3f}), {n} paired rounds: decided "
+          "faster"),
+    Claim("ps np=2 / np=1 on the 0.5 Gbit/s link, demo", "shaped_link.json",
+          _link_speedup("ps", "configs/demo.yaml", 0.5), SLOWER,
+          "ps np=2 / np=1 x{ratio:.3f} ({lo:.3f}-{hi:.3f}), {n} paired rounds: decided "
+          "slower"),
 ]
 """The comparisons README and BENCHMARKS.md state, each with its raw file and outcome."""
 

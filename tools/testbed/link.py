@@ -2,8 +2,10 @@
 across them over TCP on their veth link only: one rank a host, Open MPI's byte transfer layer
 limited to ``tcp,self`` (no shared memory: the two hosts share this machine's /dev/shm, which
 Open MPI would use only between ranks it takes for one node) and both its TCP BTL and its
-out-of-band channel to ``hvd0``. Used by bench/bench_shaped_link.py and
-tests/integration/test_shaped_link.py; shape the link with tools/testbed/shaping.py.
+out-of-band channel to ``hvd0``; ``hvdscale sweep`` (and any hvdscale command) the same way.
+Used by bench/bench_shaped_link.py, bench_shaped_sweep.py, bench_shaped_fusion.py and
+tests/integration/test_shaped_link.py, test_shaped_sweep.py; shape the link with
+tools/testbed/shaping.py.
 """
 
 from __future__ import annotations
@@ -35,20 +37,27 @@ MPI_TCP_ONLY = {"OMPI_MCA_btl": "tcp,self", "OMPI_MCA_btl_tcp_if_include": shapi
 """What every commbench across the hosts runs under (mpirun passes OMPI_* to every rank)."""
 
 
-def _start_sshd(h: TwoHosts, work: Path) -> None:
-    for ns, addr, name in zip(h.ns, h.addr, h.names, strict=True):
+def _start_sshd(h: TwoHosts, work: Path, pin: bool) -> None:
+    cores = sorted(os.sched_getaffinity(0))
+    for i, (ns, addr, name) in enumerate(zip(h.ns, h.addr, h.names, strict=True)):
         conf = work / f"sshd_{name}.conf"
         conf.write_text(sshd_config(work, addr, work / f"sshd_{name}.pid"))
+        # pinned, each host has a core of its own: what sshd starts (the ranks) inherits it
+        pinning = f"taskset -c {cores[i % len(cores)]} " if pin else ""
         # own UTS namespace: the ranks sshd starts see this host's name
         sh("ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c",
-           f"hostname {name} && exec /usr/sbin/sshd -f {conf} -E {work / f'sshd_{name}.log'}")
+           f"hostname {name} && exec {pinning}/usr/sbin/sshd -f {conf} "
+           f"-E {work / f'sshd_{name}.log'}")
 
 
 @contextlib.contextmanager
-def ssh_hosts(work: Path, tag: str, prefix: str = "s63", net: int = 50) -> Iterator[TwoHosts]:
+def ssh_hosts(work: Path, tag: str, prefix: str = "s63", net: int = 50,
+              pin: bool = False) -> Iterator[TwoHosts]:
     """Two hosts joined by a veth pair, sshd in each, named ``<prefix>-a<tag>`` and
-    ``<prefix>-b<tag>`` (addresses 10.<net..net+49>.x.1 and .2); every process in them ended
-    and both namespaces deleted on the way out, however left."""
+    ``<prefix>-b<tag>`` (addresses 10.<net..net+49>.x.1 and .2); with ``pin``, each host's
+    processes on a core of its own (``taskset``: host a on this process's first allowed core,
+    host b on its second), as two one-core hosts, not two sharing every core. Every process in
+    them ended and both namespaces deleted on the way out, however left."""
     h = TwoHosts(work, tag)
     pair = host_pair(tag, prefix, prefix, prefix, net)
     h.ns, h.veth, h.addr, h.names = (pair[k] for k in ("ns", "veth", "addr", "names"))
@@ -59,7 +68,8 @@ def ssh_hosts(work: Path, tag: str, prefix: str = "s63", net: int = 50) -> Itera
                     remove_hosts([ns], [])
             veth_hosts(h.ns, h.veth, h.addr)
             ssh_keys(work, h.addr)
-            _start_sshd(h, work)
+            _start_sshd(h, work, pin)
+            h.first_core = sorted(os.sched_getaffinity(0))[0] if pin else None
             for addr, name in zip(h.addr, h.names, strict=True):
                 r = sh(*h.in_first(f"ssh {addr} hostname"), timeout=30)
                 if r.stdout.strip() != name:
@@ -67,6 +77,34 @@ def ssh_hosts(work: Path, tag: str, prefix: str = "s63", net: int = 50) -> Itera
             yield h
         finally:
             remove_hosts(h.ns, h.veth)
+
+
+def hostfile(h: TwoHosts, out: Path) -> Path:
+    """``out/hosts``: one slot on each host, so a 2-rank job puts one rank on each."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "hosts"
+    path.write_text(f"{h.addr[0]} slots=1\n{h.addr[1]} slots=1\n")
+    return path
+
+
+def hvdscale(h: TwoHosts, args: Sequence[str], timeout: int, what: str) -> str:
+    """``python -m hvdscale ARGS`` from the first host under the TCP-only MCA settings (mpirun
+    passes OMPI_* to every rank), with the caller's PYTHONPATH; its stdout.
+
+    Raises:
+        AssertionError: the command failed (``what`` and its output in the message).
+    """
+    env = {**MPI_TCP_ONLY, "OMP_NUM_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    if os.environ.get("PYTHONPATH"):  # the caller's checkout, for the command and its ranks
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    argv = [sys.executable, "-m", "hvdscale", *args]
+    script = (f"cd {ROOT} && env {' '.join(f'{k}={shlex.quote(v)}' for k, v in env.items())} "
+              + " ".join(shlex.quote(a) for a in argv))
+    r = subprocess.run(h.in_first(script), capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise AssertionError(f"{what} across the hosts failed: {r.stdout[-3000:]}"
+                             f"{r.stderr[-3000:]}")
+    return r.stdout
 
 
 def commbench(h: TwoHosts, out: Path, transports: str, sizes: str, repeats: int = 5,
@@ -77,25 +115,30 @@ def commbench(h: TwoHosts, out: Path, transports: str, sizes: str, repeats: int 
     Raises:
         AssertionError: the command failed (its output in the message).
     """
-    out.mkdir(parents=True, exist_ok=True)
-    hostfile = out / "hosts"
-    hostfile.write_text(f"{h.addr[0]} slots=1\n{h.addr[1]} slots=1\n")
-    env = {**MPI_TCP_ONLY, "OMP_NUM_THREADS": "1"}
-    if os.environ.get("PYTHONPATH"):  # the caller's checkout, for the command and its ranks
-        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    argv = [sys.executable, "-m", "hvdscale", "commbench", "--np", "2", "--transports",
-            transports, "--sizes", sizes, "--repeats", str(repeats), "--warmup", str(warmup),
-            "--hostfile", str(hostfile), "--network-interfaces", shaping.DEV, "--out", str(out),
-            "--timeout", "120", "--no-plot"]
-    script = (f"cd {ROOT} && env {' '.join(f'{k}={shlex.quote(v)}' for k, v in env.items())} "
-              + " ".join(shlex.quote(a) for a in argv))
-    r = subprocess.run(h.in_first(script), capture_output=True, text=True, timeout=300)
-    if r.returncode != 0:
-        raise AssertionError(f"commbench across the hosts failed: {r.stdout[-3000:]}"
-                             f"{r.stderr[-3000:]}")
+    hosts = hostfile(h, out)
+    hvdscale(h, ["commbench", "--np", "2", "--transports", transports, "--sizes", sizes,
+                 "--repeats", str(repeats), "--warmup", str(warmup), "--hostfile", str(hosts),
+                 "--network-interfaces", shaping.DEV, "--out", str(out), "--timeout", "120",
+                 "--no-plot"], 300, "commbench")
     res = json.loads((out / "commbench.json").read_text())
     res["mpi_env"] = MPI_TCP_ONLY
     return res
+
+
+def sweep(h: TwoHosts, out: Path, config: str, nps: str, strategies: str,
+          sets: Sequence[str] = (), timeout: int = 600) -> str:
+    """``hvdscale sweep`` of ``config`` from the first host, one rank a host (slots=1 each),
+    under the same TCP-only MCA settings as commbench; its stdout.
+
+    Raises:
+        AssertionError: the sweep failed (its output in the message).
+    """
+    args = ["sweep", config, "--np", nps, "--strategies", strategies, "--hostfile",
+            str(hostfile(h, out)), "--network-interfaces", shaping.DEV, "--out", str(out),
+            "--timeout", str(timeout), "--no-plot"]
+    for s in sets:
+        args += ["--set", s]
+    return hvdscale(h, args, timeout * 4 + 120, "sweep")
 
 
 def link_gbit(res: dict, transport: str) -> dict[int, float]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -133,10 +134,15 @@ class TwoHosts:
         self.ns, self.veth, self.addr, self.names = (pair[k] for k in ("ns", "veth", "addr",
                                                                        "names"))
         self.ssh_config = tmp / "ssh_config"
+        self.first_core: int | None = None
+        """Host a's one core when the hosts are pinned (tools/testbed/link.py), else None."""
 
     def in_first(self, script: str) -> list[str]:
         """A shell command run as host a: its namespace, hostname and ssh client config."""
+        # pinned, host a's own processes (mpirun, the ranks it starts there) share its one core
+        pin = f"exec taskset -c {self.first_core} sh -c {shlex.quote(script)}" \
+            if self.first_core is not None else script
         return ["ip", "netns", "exec", self.ns[0], "unshare", "--uts", "--mount", "--propagation",
                 "private", "sh", "-c",
                 f"mount --bind {self.ssh_config} /etc/ssh/ssh_config && "
-                f"hostname {self.names[0]} && {script}"]
+                f"hostname {self.names[0]} && {pin}"]

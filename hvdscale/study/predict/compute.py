@@ -28,10 +28,18 @@ class ComputeModel:
     overhead: dict[str, float] = field(default_factory=dict)
     """Measured 1-worker step time minus compute and modelled communication, per strategy."""
     source: str = ""
+    slowdown: dict[int, float] = field(default_factory=dict)
+    """Per worker count, the independent replicas' measured compute over ``compute``'s: what
+    ranks sharing a machine's memory and caches cost each other with no communication, and the
+    machine's state when they ran (1.0 where not measured)."""
 
     def compute(self, words: float) -> float:
         """Compute seconds per step for ``words`` words per rank."""
         return self.c0 + self.c1 * words
+
+    def compute_at(self, words: float, n: int) -> float:
+        """Compute seconds per step for ``words`` words per rank among ``n`` workers."""
+        return self.compute(words) * self.slowdown.get(n, 1.0)
 
     def rest(self, strategy: str) -> float:
         """The 1-worker non-compute time per step for ``strategy`` (any strategy's if its own
@@ -57,6 +65,35 @@ def _rank_compute(rec: RunRecord) -> list[float]:
     idle = rec.idle
     steps = idle.get("steps") or rec.measured_steps
     return [p["compute_s"] / steps for p in idle.get("per_rank", [])]
+
+
+def has_comm_core(rec: RunRecord) -> bool:
+    """Whether each host of the run had a core to spare beyond its ranks' compute threads: a
+    communication thread (Horovod's, gloo's, MPI's progress on TCP, all polling) overlaps
+    backward only on a core of its own; on a core the compute needs it takes its time from
+    the compute, and nothing is hidden. A rank bound to fewer cores than its host has
+    (``threads.cores``, its CPU affinity) has those to itself; unbound, its host's cores are
+    shared by the host's ranks. True where the record says no cores."""
+    own, host = rec.threads.cores, rec.host_cores
+    if isinstance(own, int) and host and own < host:
+        return own >= rec.intra_op_threads + 1
+    if not host:
+        return True
+    per_host = -(-rec.ranks // max(1, len(rec.hosts or [""])))
+    return host >= per_host * (rec.intra_op_threads + 1)
+
+
+def slowdowns(records: list[RunRecord], cm: ComputeModel) -> dict[int, float]:
+    """Per worker count > 1, the independent replicas' measured compute per step over what
+    ``cm`` gives for their words (the median over their records): so ``cm.compute_at`` at n is
+    the compute the replicas measured at n, taken in the same launch as the other strategies'
+    points at n, not minutes before at 1 worker (none without such records)."""
+    per_n: dict[int, list[float]] = {}
+    for r in records:
+        if r.strategy_name == "independent" and r.workers > 1:
+            per_n.setdefault(r.workers, []).append(
+                float(np.mean(_rank_compute(r))) / cm.compute(record_words_per_step(r)))
+    return {n: float(np.median(v)) for n, v in per_n.items()}
 
 
 def critical_compute(rec: RunRecord) -> float:
@@ -128,9 +165,13 @@ def compute_from_records(records: list[RunRecord], net: Network,
         step = r.window_s / r.measured_steps
         comm = comm_time(s, 1, tensors, net, 0.0, 0.0, CommSetup.of_record(r.config))
         overhead.setdefault(s, []).append(step - float(np.mean(_rank_compute(r))) - comm)
-    return ComputeModel(float(c0), float(c1), float(np.median(x)),
-                        {k: float(np.median(v)) for k, v in overhead.items()},
-                        f"records: compute {how}; 1-worker rest of the step per strategy")
+    cm = ComputeModel(float(c0), float(c1), float(np.median(x)),
+                      {k: float(np.median(v)) for k, v in overhead.items()})
+    cm.slowdown = slowdowns(records, cm)
+    seen = f"; x {', '.join(f'{v:.3f} at {n}' for n, v in sorted(cm.slowdown.items()))}: " \
+        "the independent replicas' measured compute there" if cm.slowdown else ""
+    cm.source = f"records: compute {how}{seen}; 1-worker rest of the step per strategy"
+    return cm
 
 
 def compute_from_rate(cfg: RunConfig, words_per_s: float | None, compute_ms: float | None,

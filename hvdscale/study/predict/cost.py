@@ -47,15 +47,24 @@ class CommSetup:
     """A worker's push per step to the parameter servers (None: the dense model)."""
     pull_bytes: float | None = None
     """A worker's pull per step (None: the dense model)."""
+    overlap: bool = True
+    """Gradients reduced during backward (Horovod's ``hooks``, DDP); False: Horovod's
+    ``after-backward``, one reduction of the whole flat buffer after backward."""
 
     @classmethod
     def of_record(cls, config: dict | None) -> CommSetup:
         """A recorded run's own setup, from its record's ``config`` (defaults where absent)."""
         strategy = (config or {}).get("strategy", {})
-        mb = strategy.get("horovod", {}).get("fusion_threshold_mb") or HOROVOD_DEFAULT_FUSION_MB
+        hvd = strategy.get("horovod", {})
+        mb = hvd.get("fusion_threshold_mb") or HOROVOD_DEFAULT_FUSION_MB
+        overlap = hvd.get("overlap", "hooks") != "after-backward"
+        if strategy.get("name") == "ddp":  # DDP's buckets play the fusion buffer's part
+            mb, overlap = strategy.get("ddp", {}).get("bucket_cap_mb", 25.0), True
+        elif not overlap:  # one allreduce of the flat buffer, whatever the threshold
+            mb = float("inf")
         ps = strategy.get("ps", {})
         return cls(mb * 1024 * 1024, int(ps.get("num_servers", 1)),
-                   ps.get("placement", "colocated"))
+                   ps.get("placement", "colocated"), overlap=overlap)
 
 
 def ring_cost(nbytes: float, n: int, net: Network) -> float:
@@ -134,12 +143,15 @@ def ps_time(model_bytes: float, workers: int, servers: int, placement: str, net:
 def comm_time(strategy: str, n: int, tensors: list[int], net: Network, compute: float,
               backward_fraction: float, setup: CommSetup) -> float:
     """Exposed communication per step of ``strategy`` with ``n`` workers: a predicted strategy
-    (``STRATEGIES``) or a recorded one (``horovod``, ``ps`` as ``setup`` places it,
-    ``independent``)."""
+    (``STRATEGIES``) or a recorded one (``horovod`` and ``ddp`` with the fusion and overlap
+    ``setup`` gives, ``ps`` as ``setup`` places it, ``independent``)."""
     model = float(sum(tensors))
-    if strategy in ("ring", "ring-overlap", "horovod"):
+    if strategy in ("ring", "ring-overlap"):
         return ring_exposed(tensors, n, net, setup.threshold, compute, backward_fraction,
                             strategy != "ring", setup.gathered)
+    if strategy in ("horovod", "ddp"):  # as recorded: its own fusion (buckets) and overlap
+        return ring_exposed(tensors, n, net, setup.threshold, compute, backward_fraction,
+                            setup.overlap, setup.gathered)
     ps = (setup.push_bytes, setup.pull_bytes)
     if strategy == "ps-dedicated":
         return ps_time(model, n, setup.servers, "dedicated", net, *ps)

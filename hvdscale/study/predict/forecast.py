@@ -20,6 +20,7 @@ from hvdscale.records.run import RunRecord
 from hvdscale.study.predict.compute import (
     ComputeModel,
     critical_compute,
+    has_comm_core,
     record_strategy,
     record_words_per_step,
 )
@@ -124,8 +125,10 @@ def _record_config(rec: RunRecord) -> RunConfig | None:
 def validate(records: list[RunRecord], tensors: list[int], net: Network, cm: ComputeModel,
              backward_fraction: float) -> list[dict[str, Any]]:
     """Predicted vs measured words/s for every record: with the compute time from the 1-worker
-    fit (a true prediction) and with the record's own measured compute of the slowest rank per
-    step (the communication model alone)."""
+    fit (a true prediction; times the independent replicas' slowdown at that count where
+    measured) and with the record's own measured compute of the slowest rank per step (the
+    communication model alone). Each record's overlap counts only where its hosts had a core
+    for the communication thread (``has_comm_core``)."""
     from hvdscale.core.threads import cores_on_host
 
     rows = []
@@ -136,8 +139,9 @@ def validate(records: list[RunRecord], tensors: list[int], net: Network, cm: Com
         setup = CommSetup.of_record(r.config)
         rcfg = _record_config(r)
         setup = sparse_setup(rcfg, s, w, setup) if rcfg is not None else setup
+        setup = replace(setup, overlap=setup.overlap and has_comm_core(r))
         preds = []
-        for compute in (cm.compute(words), own):
+        for compute in (cm.compute_at(words, w), own):
             comm = comm_time(s, w, tensors, net, compute, backward_fraction, setup)
             step = compute + comm + cm.rest(s)
             preds.append(w * words / step)
@@ -150,7 +154,7 @@ def validate(records: list[RunRecord], tensors: list[int], net: Network, cm: Com
                      "error_own_compute_no_overlap_pct": 100.0 * (w * words / step - meas) / meas}
         per_host = r.ranks / max(1, len(r.hosts or [1]))
         threads = r.intra_op_threads
-        rows.append({"strategy": s, "ranks": r.ranks, "workers": w,
+        rows.append({"strategy": s, "ranks": r.ranks, "workers": w, "overlap": setup.overlap,
                      "measured_words_per_s": meas, "predicted_words_per_s": preds[0],
                      "error_pct": 100.0 * (preds[0] - meas) / meas,
                      "predicted_own_compute_words_per_s": preds[1],
