@@ -4,7 +4,7 @@ their veth pair only (tools/testbed/link.py), the pair limited with tbf at each 
 network ``predict --comm`` reads), then per config one sweep at np=1,2 of horovod, ps, ddp and
 independent and one of ps with two servers at np=2; every np=2 record is then predicted from
 the link's commbench, from the rate alone, and from the fastest link's runs carried to it
-(bench/shaped_sweep_rows.py says how).
+(hvdscale/study/predict/on_link.py says how).
 
 Rounds are interleaved: each round visits every rate once, the order reversed every other round.
 
@@ -58,11 +58,9 @@ def _sweeps(h: Any, work: Path, config: str, sets: list[str], tag: str) -> tuple
                          "loadavg": [load0, os.getloadavg()[0]]}
 
 
-def _keep(src: Path, dest: Path | None) -> None:
+def _keep(src: Path, dest: Path) -> None:
     """Copy a sweep's records or a commbench's result (``src``'s RESULTS_FILE and
     commbench.json) to ``dest``: what the predictions can be made again from."""
-    if dest is None:
-        return
     dest.mkdir(parents=True, exist_ok=True)
     for name in (RESULTS_FILE, "commbench.json"):
         if (src / name).exists():
@@ -70,13 +68,14 @@ def _keep(src: Path, dest: Path | None) -> None:
 
 
 def measure(h: Any, work: Path, rate: float, k: int, args: argparse.Namespace) -> dict:
-    """One rate in round ``k``: shape, commbench, every config's sweeps and predictions."""
+    """One rate in round ``k``: shape, commbench, every config's sweeps and predictions; the
+    records and commbench result kept under ``args.keep_records``."""
     qdiscs = shaping.shape(h.ns, rate)
     comm = work / f"comm_r{k}_{rate}"
     t0, load0 = time.time(), os.getloadavg()[0]
     res = link.commbench(h, comm, COMM_TRANSPORTS, COMM_SIZES, repeats=5, warmup=1)
-    keep = Path(args.keep_records) / f"r{k}_{rate:g}" if args.keep_records else None
-    _keep(comm, keep and keep / "comm")
+    keep = Path(args.keep_records) / f"r{k}_{rate:g}"
+    _keep(comm, keep / "comm")
     measured = link.link_gbit(res, "p2p")[LINK_BYTES]
     run: dict[str, Any] = {"rate_gbit": rate, "round": k, "qdisc": qdiscs,
                            "link_measured_gbit": measured,
@@ -85,38 +84,43 @@ def measure(h: Any, work: Path, rate: float, k: int, args: argparse.Namespace) -
                            "loadavg": [load0, os.getloadavg()[0]],
                            "network": {t: res["transports"][t].get("link")
                                        for t in COMM_TRANSPORTS.split(",")},
-                           "configs": {}, "rows": [], "split": {}}
+                           "configs": {}, "rows": []}
     for cfg in args.configs.split(","):
         dirs, info = _sweeps(h, work, cfg, args.sets, f"{Path(cfg).stem}_r{k}_{rate}")
         for d in dirs:
-            _keep(d, keep and keep / Path(cfg).stem / d.name)
+            _keep(d, keep / Path(cfg).stem / d.name)
         run["configs"][cfg] = info
         run["loadavg"] += info["loadavg"]
         for r in on_link.predicted(str(ROOT / cfg), args.sets, dirs, comm, rate):
             run["rows"].append({"rate_gbit": rate, "link_measured_gbit": measured,
                                 "config": cfg, "round": k, **r})
-        run["split"][cfg] = on_link.step_split(dirs)
         run.setdefault("one_rank_words_per_s", {})[cfg] = on_link.one_rank_rates(dirs)
     return run
 
 
-def fit_rows(runs: list[dict]) -> list[dict]:
-    """The ``fit`` rows: each round's fastest-link split carried to its slower links."""
+def fit_rows(raw: dict[str, Any], kept: Path) -> list[dict]:
+    """The ``fit`` rows: each round's fastest-link sweep fitted and carried to its slower
+    links (``predict --fit --fit-link``), from the records and commbench results under
+    ``kept``; ps2 has no 1-rank run of its own to fit, so none."""
     out = []
-    for k in sorted({r["round"] for r in runs}):
-        mine = [r for r in runs if r["round"] == k]
+    for k in sorted({r["round"] for r in raw["runs"]}):
+        mine = [r for r in raw["runs"] if r["round"] == k]
         fast = max(mine, key=lambda r: r["rate_gbit"])
+        top = kept / f"r{k}_{fast['rate_gbit']:g}"
         for run in (r for r in mine if r is not fast):
-            for cfg, split in run["split"].items():
-                for s, here in split.items():
-                    if s not in fast["split"].get(cfg, {}):
-                        continue
-                    pred = on_link.carried(fast["split"][cfg][s], fast["link_measured_gbit"],
-                                           run["link_measured_gbit"])
-                    out.append({"rate_gbit": run["rate_gbit"], "link_measured_gbit":
-                                run["link_measured_gbit"], "config": cfg, "round": k,
-                                "strategy": s, "measured_words_per_s": here["words_per_s"],
-                                "predicted_words_per_s": pred, "how": "fit"})
+            here = kept / f"r{k}_{run['rate_gbit']:g}"
+            for cfg in raw["configs"]:
+                stem = Path(cfg).stem
+                pred = on_link.fit_carried(str(ROOT / cfg), raw["sets"], top / stem / "main",
+                                           top / "comm", here / "comm")
+                for r in raw["rows"]:
+                    if (r["how"], r["round"], r["rate_gbit"], r["config"]) == (
+                            "unfitted", k, run["rate_gbit"], cfg) and r["strategy"] in pred:
+                        out.append({**{x: r[x] for x in ("rate_gbit", "link_measured_gbit",
+                                                         "config", "round", "strategy",
+                                                         "measured_words_per_s")},
+                                    "predicted_words_per_s": pred[r["strategy"]],
+                                    "how": "fit"})
     return out
 
 
@@ -134,6 +138,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         out["rows"] = [r for r in out["rows"] if r["how"] != "fit"]  # made again below
         rates, args.configs, args.sets = out["rates"], ",".join(out["configs"]), out["sets"]
     first = out["rounds"]
+    if not args.keep_records:  # the fit rows are made from the kept records
+        args.keep_records = str(work / "kept")
     with contextlib.ExitStack() as stack:
         if not args.keep:
             stack.callback(shutil.rmtree, work, True)
@@ -150,7 +156,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 print(f"round {k} rate {rate}: link {m['link_measured_gbit']:.3f} Gbit/s, "
                       f"{m['wall_s']:.0f} s", flush=True)
         shaping.unshape(h.ns)
-    out["rows"] += fit_rows(out["runs"])
+        out["rows"] += fit_rows(out, Path(args.keep_records))
     out["mpi_transports"] = ("Open MPI btl tcp,self, btl_tcp_if_include and oob_tcp_if_include "
                              f"{shaping.DEV}: TCP over the veth link only, one rank a host")
     if args.keep:
@@ -159,19 +165,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def recompute(raw: dict[str, Any], kept: Path) -> dict[str, Any]:
-    """``raw`` with every row and split made again from the records and commbench results kept
-    under ``kept`` (``--keep-records``): the predictions, by today's model."""
+    """``raw`` with every row made again from the records and commbench results kept under
+    ``kept`` (``--keep-records``): the predictions, by today's model."""
     rows = []
     for run in raw["runs"]:
         k, rate = run["round"], run["rate_gbit"]
         here = kept / f"r{k}_{rate:g}"
         for cfg in raw["configs"]:
             dirs = [here / Path(cfg).stem / d for d in ("main", "ps2")]
-            run["split"][cfg] = on_link.step_split(dirs)
             for r in on_link.predicted(str(ROOT / cfg), raw["sets"], dirs, here / "comm", rate):
                 rows.append({"rate_gbit": rate, "link_measured_gbit": run["link_measured_gbit"],
                              "config": cfg, "round": k, **r})
-    return {**raw, "rows": rows + fit_rows(raw["runs"])}
+    for run in raw["runs"]:
+        run.pop("split", None)  # the earlier fit's input, now made from the records
+    raw = {**raw, "rows": rows}
+    return {**raw, "rows": rows + fit_rows(raw, kept)}
 
 
 def main() -> int:
@@ -184,7 +192,8 @@ def main() -> int:
                     default=["measure.warmup_steps=5", "measure.steps=60"])
     ap.add_argument("--keep", action="store_true", help="keep the whole scratch directory")
     ap.add_argument("--keep-records", default="", metavar="DIR",
-                    help="copy every sweep's results.jsonl and commbench.json under DIR")
+                    help="copy every sweep's records and commbench result under DIR "
+                         "(default: the scratch directory, removed at the end)")
     ap.add_argument("--append", default="", metavar="RAW.json",
                     help="run --rounds more rounds after those of this raw file (its rates, "
                          "configs and settings) and write them all")

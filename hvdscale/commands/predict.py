@@ -44,6 +44,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                     "per strategy) instead of using a network and a rate; prints the chosen "
                     "family, its parameters with standard errors, each point's held-out error "
                     "and predictions with a 95 %% interval")
+    pr.add_argument("--fit-link", default=None, metavar="FROM,TO",
+                    help="with --fit: carry the fit from the link it was measured on to another, "
+                    "each a commbench result directory (its communication scaled by the two "
+                    "links' seconds per byte)")
     pr.add_argument("--plot", default=None, metavar="PNG", help="write the efficiency plot "
                     "(with --fit: measured points, the fit and its interval)")
     common.add_json(pr, "print JSON instead of tables")
@@ -57,7 +61,7 @@ def handle(args: argparse.Namespace) -> int:
     spec = predict.PredictSpec(
         args.ranks, args.comm, args.latency, args.bandwidth, args.mem_bandwidth, args.records,
         args.single_rate, args.compute_ms, args.scaling, args.backward_fraction, args.servers,
-        args.transport, args.fit)
+        args.transport, args.fit, args.fit_link)
     res = predict.run_predict(args.config, args.set, spec, args.plot)
     print(predict.dumps(res) if args.json else predict.render(res), end="")
     return 0

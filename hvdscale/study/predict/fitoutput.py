@@ -47,6 +47,10 @@ def render_fit(result: dict[str, Any]) -> str:
              "degrees of freedom: the parameters' uncertainty plus the repeats' scatter); it "
              "does not cover a change of regime past the measured n. The back-test on the "
              "shipped tables (hvdscale backtest) counts how often it held.", ""]
+    if c := f.get("carried"):
+        lines[-1:-1] = [f"- Carried from {c['from']} to {c['to']}: communication x "
+                        f"{c['comm_factor']['allreduce']:.3f} (allreduce families), x "
+                        f"{c['comm_factor']['ps']:.3f} (ps); compute, idle and g1 as fitted"]
     for s, r in f["strategies"].items():
         lines += [f"## {s}",
                   f"- communication: {r['family']}: {r['formula']} ({r['meaning']}); chosen by "

@@ -10,9 +10,9 @@ slower one.
   --latency 0``);
 - ``own-compute``: the unfitted network given the record's own measured compute: the
   communication model alone, the figure that says which term a miss is in;
-- ``fit`` (``carried``): the fastest link's measured np=2 step of the same series (compute,
-  idle and the 1-worker rest as ``report.decompose`` splits it) with its exposed communication
-  scaled by the ratio of the two links' measured rates.
+- ``fit`` (``fit_carried``): ``predict --fit`` on the fastest link's sweep (np=1,2 of each
+  strategy), carried to this link with ``--fit-link`` (``carry``: its communication scaled by
+  the two links' commbench seconds per byte).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from hvdscale.study.predict.compute import (
 )
 from hvdscale.study.predict.forecast import validate
 from hvdscale.study.predict.inputs import gradient_bytes, network_from_args, network_from_comm
-from hvdscale.study.report.decompose import baseline, per_step
 
 
 def series(rec: RunRecord) -> str:
@@ -76,27 +75,18 @@ def predicted(config: str, sets: list[str], dirs: list[Path], comm: Path,
     return out
 
 
-def step_split(dirs: list[Path]) -> dict[str, dict[str, float]]:
-    """Per np=2 series, the measured step's parts (seconds per step) and its words per step,
-    the 1-worker rest from the 1-rank record of the same strategy (else any)."""
-    recs = _records(dirs)
-    ones = [r for r in recs if r.workers == 1]
-    out = {}
-    for r in (r for r in recs if r.workers == 2):
-        own = [o for o in ones if o.strategy_name == r.strategy_name] or ones
-        p = per_step(r, baseline(own).g1)
-        out[series(r)] = {**p, "words_per_step": r.words / r.measured_steps,  # all ranks
-                          "words_per_s": r.words_per_s}
-    return out
-
-
 def one_rank_rates(dirs: list[Path]) -> dict[str, float]:
     """Per strategy, the words/s of its 1-rank record under ``dirs`` (the speedup's base)."""
     return {r.strategy_name: r.words_per_s for r in _records(dirs) if r.workers == 1}
 
 
-def carried(fast: dict[str, float], link_fast: float, link_here: float) -> float:
-    """Words/s of the fastest link's split with its exposed communication scaled to a link
-    ``link_fast / link_here`` times slower."""
-    step = fast["compute"] + fast["idle"] + fast["g1"] + fast["comm"] * link_fast / link_here
-    return fast["words_per_step"] / step
+def fit_carried(config: str, sets: list[str], fast: Path, fast_comm: Path,
+                here_comm: Path) -> dict[str, float]:
+    """Per strategy, the np=2 words/s ``predict --fit FAST --fit-link FAST_COMM,HERE_COMM``
+    gives: the fastest link's sweep fitted, carried to this link."""
+    from hvdscale.study.predict.run import PredictSpec, run_predict
+
+    res = run_predict(config, sets, PredictSpec(ranks="2", fit=str(fast),
+                                                fit_link=f"{fast_comm},{here_comm}"))
+    return {s: next(p["words_per_s"] for p in f["predictions"] if p["n"] == 2)
+            for s, f in res["fit"]["strategies"].items()}

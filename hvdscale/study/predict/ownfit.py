@@ -29,6 +29,7 @@ import numpy as np
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.experiment import experiment_id, series_label, series_of
 from hvdscale.records.run import RunRecord
+from hvdscale.study.predict.compute import has_comm_core
 from hvdscale.study.predict.families import FAMILIES, families_for, overlaps
 from hvdscale.study.predict.fit import Fit, choose, fit_family, t975
 from hvdscale.study.report.decompose import baseline, per_step
@@ -59,7 +60,8 @@ def _obs(records: list[RunRecord], backward_fraction: float) -> dict[str, list[d
         out[s] = []
         for r in recs:
             o = {"n": r.workers, **per_step(r, g1), "g1_per_step": g1}
-            over = overlapped(r.config) and r.workers > 1
+            # hidden only on a core of the communication thread's own (compute.has_comm_core)
+            over = overlapped(r.config) and r.workers > 1 and has_comm_core(r)
             o["hidden"] = backward_fraction * o["compute"] if over else 0.0
             out[s].append(o)
     return out

@@ -47,6 +47,9 @@ class PredictSpec:
     transport: str = ""
     fit: str | None = None
     """A results directory of one experiment: fit the model to its points (``ownfit``)."""
+    fit_link: str | None = None
+    """``FROM,TO``: commbench results of the fit's link and of a link to carry it to
+    (``carry``)."""
 
 
 def _scalings(spec: PredictSpec) -> list[str]:
@@ -100,6 +103,9 @@ def run_predict(config: str, sets: list[str], spec: PredictSpec,
     scalings = _scalings(spec)
     if spec.fit:
         return run_fitted(cfg, config, sets, spec, rank_list, plot_path)
+    if spec.fit_link:
+        raise HvdscaleError("--fit-link carries a fit to another link: give it with --fit "
+                            "RESULTS")
     net = _network(spec)
     tensors = gradient_bytes(cfg)
     recs = load_records(spec.records, cfg) if spec.records else []
@@ -123,6 +129,7 @@ def run_fitted(cfg: RunConfig, config: str, sets: list[str], spec: PredictSpec,
         HvdscaleError: no records, mixed experiments, a missing n, one rank count.
     """
     from hvdscale.records.store import read_records
+    from hvdscale.study.predict.carry import carry_fit, parse_fit_link
     from hvdscale.study.predict.fitoutput import plot_fit
     from hvdscale.study.predict.ownfit import fit_records
 
@@ -130,8 +137,11 @@ def run_fitted(cfg: RunConfig, config: str, sets: list[str], spec: PredictSpec,
         raise HvdscaleError(f"--fit {spec.fit}: no such results directory or file")
     recs = [r for r in read_records(spec.fit) if isinstance(r, RunRecord)]
     servers = spec.servers  # None: k from the records (ownfit.servers_of)
+    links = parse_fit_link(spec.fit_link) if spec.fit_link else None
     fit = fit_records(recs, reduced_bytes_per_step(cfg), servers, ranks,
                       spec.backward_fraction)
+    if links:
+        fit = carry_fit(fit, *links)
     result = {"kind": "predict-fit", "fitted": True, "config": str(config), "overrides": sets,
               "records": str(spec.fit), "ranks": ranks, "fit": fit}
     if plot_path:
