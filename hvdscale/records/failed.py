@@ -3,7 +3,7 @@
 Written by the sweep for a launch that ended without the point's record
 (``hvdscale/study/sweep/outcome.py``), or by rank 0 of a shared launch for a point that failed
 on every rank (``hvdscale/train/points.py``). Its ``status`` is ``failed``; the report lists
-it, and a sweep run again with ``--redo failed`` measures the point again.
+it, and a sweep run again measures the point again (only ok records count as recorded).
 """
 
 from __future__ import annotations
