@@ -58,6 +58,11 @@ def _sweeps(h: Any, work: Path, config: str, sets: list[str], tag: str) -> tuple
                          "loadavg": [load0, os.getloadavg()[0]]}
 
 
+def kept_at(kept: Path, k: int, rate: float) -> Path:
+    """Where round ``k`` at ``rate`` keeps its records and commbench result under ``kept``."""
+    return kept / f"r{k}_{rate:g}"
+
+
 def _keep(src: Path, dest: Path) -> None:
     """Copy a sweep's records or a commbench's result (``src``'s RESULTS_FILE and
     commbench.json) to ``dest``: what the predictions can be made again from."""
@@ -74,7 +79,7 @@ def measure(h: Any, work: Path, rate: float, k: int, args: argparse.Namespace) -
     comm = work / f"comm_r{k}_{rate}"
     t0, load0 = time.time(), os.getloadavg()[0]
     res = link.commbench(h, comm, COMM_TRANSPORTS, COMM_SIZES, repeats=5, warmup=1)
-    keep = Path(args.keep_records) / f"r{k}_{rate:g}"
+    keep = kept_at(Path(args.keep_records), k, rate)
     _keep(comm, keep / "comm")
     measured = link.link_gbit(res, "p2p")[LINK_BYTES]
     run: dict[str, Any] = {"rate_gbit": rate, "round": k, "qdisc": qdiscs,
@@ -106,9 +111,9 @@ def fit_rows(raw: dict[str, Any], kept: Path) -> list[dict]:
     for k in sorted({r["round"] for r in raw["runs"]}):
         mine = [r for r in raw["runs"] if r["round"] == k]
         fast = max(mine, key=lambda r: r["rate_gbit"])
-        top = kept / f"r{k}_{fast['rate_gbit']:g}"
+        top = kept_at(kept, k, fast["rate_gbit"])
         for run in (r for r in mine if r is not fast):
-            here = kept / f"r{k}_{run['rate_gbit']:g}"
+            here = kept_at(kept, k, run["rate_gbit"])
             for cfg in raw["configs"]:
                 stem = Path(cfg).stem
                 pred = on_link.fit_carried(str(ROOT / cfg), raw["sets"], top / stem / "main",
@@ -170,7 +175,7 @@ def recompute(raw: dict[str, Any], kept: Path) -> dict[str, Any]:
     rows = []
     for run in raw["runs"]:
         k, rate = run["round"], run["rate_gbit"]
-        here = kept / f"r{k}_{rate:g}"
+        here = kept_at(kept, k, rate)
         for cfg in raw["configs"]:
             dirs = [here / Path(cfg).stem / d for d in ("main", "ps2")]
             for r in on_link.predicted(str(ROOT / cfg), raw["sets"], dirs, here / "comm", rate):

@@ -41,6 +41,18 @@ def _paired(a: dict[int, float], b: dict[int, float]) -> list[float]:
     return [a[k] / b[k] for k in sorted(a) if k in b]
 
 
+def pair_ratios(raw: dict[str, Any], cfg: str, a: str, b: str, rate: float) -> list[float]:
+    """A / B of the np=2 words/s at ``rate``, round by round (the table's and
+    tools/checks/check_verdicts.py's pairing)."""
+    return _paired(_measured(raw, cfg, a, rate), _measured(raw, cfg, b, rate))
+
+
+def speedup_ratios(raw: dict[str, Any], cfg: str, s: str, rate: float) -> list[float]:
+    """np=2 over np=1 words/s of strategy ``s`` at ``rate``, round by round (both points of
+    one round's sweep)."""
+    return _paired(_measured(raw, cfg, s, rate), _one_rank(raw, cfg, s, rate))
+
+
 def _verdict_cell(v: Any) -> str:
     word = {"faster": "faster", "slower": "slower", "equivalent": "same within 2 %"}
     return f"{v.interval().split(',')[0]}: {word.get(v.outcome, 'undecided')}"
@@ -58,10 +70,9 @@ def _verdicts(raw: dict[str, Any]) -> list[str]:
              "|:--|--:|" + ":--|" * (len(pairs) + len(ups))]
     for cfg in raw["configs"]:
         for rate in sorted(raw["rates"], reverse=True):
-            cells = [_verdict_cell(decide(_paired(_measured(raw, cfg, a, rate),
-                                          _measured(raw, cfg, b, rate)))) for a, b in pairs]
-            cells += [_verdict_cell(decide(_paired(_measured(raw, cfg, s, rate),
-                                           _one_rank(raw, cfg, s, rate)))) for s in ups]
+            cells = [_verdict_cell(decide(pair_ratios(raw, cfg, a, b, rate)))
+                     for a, b in pairs]
+            cells += [_verdict_cell(decide(speedup_ratios(raw, cfg, s, rate))) for s in ups]
             lines.append(f"| {Path(cfg).stem} | {rate:g} | " + " | ".join(cells) + " |")
     return lines
 

@@ -17,9 +17,10 @@ FORMER = ("`predict --fit` on 1 to 4 ranks came within 10 % at 6 and 8 ranks for
 
 
 def _module(name: str):
-    # What check_benchmarks puts on the path for its checkers: they import each other, and
-    # check_evidence the evidence report's table functions (evidence/many_cores_report.py).
-    for folder in ("evidence", "tools/checks"):
+    # What check_benchmarks puts on the path for its checkers: they import each other,
+    # check_evidence the evidence report's table functions (evidence/many_cores_report.py), and
+    # check_verdicts the shaped-link table's pairing (bench/shaped_sweep_rows.py).
+    for folder in ("evidence", "bench", "tools/checks"):
         sys.path.insert(0, str(ROOT / folder))
     spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / "checks" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import readme_figures
+import shaped_sweep_rows  # bench/ is on sys.path (check_benchmarks puts it there)
 from check_evidence import ROUNDS, _ok, validation_rows
 
 from hvdscale.records.fields import Record
@@ -113,29 +114,15 @@ def _runs_ratio(a: str, b: str, config: str | None = None) -> Callable[[Any], li
 
 
 def _link_ratio(a: str, b: str, config: str, rate: float) -> Callable[[Any], list[float]]:
-    """A / B of the shaped-link sweep's measured np=2 words/s at one rate, round by round
-    (bench/bench_shaped_sweep.py's rows)."""
-    def ratios(raw: Any) -> list[float]:
-        got: dict[str, dict[int, float]] = {a: {}, b: {}}
-        for r in raw["rows"]:
-            if (r["how"], r["config"], r["rate_gbit"]) == ("unfitted", config, rate) and \
-                    r["strategy"] in got:
-                got[r["strategy"]][r["round"]] = r["measured_words_per_s"]
-        return [got[a][k] / got[b][k] for k in sorted(got[a]) if k in got[b]]
-    return ratios
+    """A / B of the shaped-link sweep's measured np=2 words/s at one rate, round by round, as
+    its table pairs them (bench/shaped_sweep_rows.py)."""
+    return lambda raw: shaped_sweep_rows.pair_ratios(raw, config, a, b, rate)
 
 
 def _link_speedup(s: str, config: str, rate: float) -> Callable[[Any], list[float]]:
     """np=2 over np=1 words/s of strategy ``s`` on the shaped link at one rate, round by round
-    (both points of one round's sweep)."""
-    def ratios(raw: Any) -> list[float]:
-        two = {r["round"]: r["measured_words_per_s"] for r in raw["rows"]
-               if (r["how"], r["config"], r["rate_gbit"], r["strategy"]) ==
-               ("unfitted", config, rate, s)}
-        one = {run["round"]: run["one_rank_words_per_s"][config][s] for run in raw["runs"]
-               if run["rate_gbit"] == rate}
-        return [two[k] / one[k] for k in sorted(two) if k in one]
-    return ratios
+    (bench/shaped_sweep_rows.py)."""
+    return lambda raw: shaped_sweep_rows.speedup_ratios(raw, config, s, rate)
 
 
 def _wall_ratio(raw: Any) -> list[float]:

@@ -37,13 +37,12 @@ MPI_TCP_ONLY = {"OMPI_MCA_btl": "tcp,self", "OMPI_MCA_btl_tcp_if_include": shapi
 """What every commbench across the hosts runs under (mpirun passes OMPI_* to every rank)."""
 
 
-def _start_sshd(h: TwoHosts, work: Path, pin: bool) -> None:
-    cores = sorted(os.sched_getaffinity(0))
+def _start_sshd(h: TwoHosts, work: Path, cores: list[int] | None) -> None:
     for i, (ns, addr, name) in enumerate(zip(h.ns, h.addr, h.names, strict=True)):
         conf = work / f"sshd_{name}.conf"
         conf.write_text(sshd_config(work, addr, work / f"sshd_{name}.pid"))
         # pinned, each host has a core of its own: what sshd starts (the ranks) inherits it
-        pinning = f"taskset -c {cores[i % len(cores)]} " if pin else ""
+        pinning = f"taskset -c {cores[i % len(cores)]} " if cores else ""
         # own UTS namespace: the ranks sshd starts see this host's name
         sh("ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c",
            f"hostname {name} && exec {pinning}/usr/sbin/sshd -f {conf} "
@@ -68,8 +67,9 @@ def ssh_hosts(work: Path, tag: str, prefix: str = "s63", net: int = 50,
                     remove_hosts([ns], [])
             veth_hosts(h.ns, h.veth, h.addr)
             ssh_keys(work, h.addr)
-            _start_sshd(h, work, pin)
-            h.first_core = sorted(os.sched_getaffinity(0))[0] if pin else None
+            cores = sorted(os.sched_getaffinity(0)) if pin else None
+            _start_sshd(h, work, cores)
+            h.first_core = cores[0] if cores else None
             for addr, name in zip(h.addr, h.names, strict=True):
                 r = sh(*h.in_first(f"ssh {addr} hostname"), timeout=30)
                 if r.stdout.strip() != name:

@@ -1,6 +1,6 @@
 """``predict`` held to one link's measured points (issue 63's shaped link): every np=2 record of
-a results directory predicted three ways, and the fastest link's measured step carried to a
-slower one.
+a results directory predicted unfitted, from the rate alone and given its own compute, and a
+faster link's fit carried to this one.
 
 - ``unfitted``: the compute from the directory's records (1-rank runs, times the independent
   replicas' measured slowdown at n: ``compute.compute_from_records``), the network from the
@@ -30,6 +30,7 @@ from hvdscale.study.predict.compute import (
 )
 from hvdscale.study.predict.forecast import validate
 from hvdscale.study.predict.inputs import gradient_bytes, network_from_args, network_from_comm
+from hvdscale.study.predict.run import PredictSpec, run_predict
 
 
 def series(rec: RunRecord) -> str:
@@ -60,13 +61,15 @@ def predicted(config: str, sets: list[str], dirs: list[Path], comm: Path,
     for how, net in (("unfitted", network_from_comm(comm)),
                      ("rate-only", network_from_args("0us", f"{rate_gbit}Gbit", None))):
         cm = compute_from_records(recs, net, tensors)
-        twos = [r for r in recs if r.workers == 2]
-        for r, v in zip(sorted(twos, key=lambda r: (r.strategy_name, r.ranks)),
-                        validate(twos, tensors, net, cm, 2 / 3), strict=True):
+        # in validate's own (stable) order, so its rows pair with the records one to one
+        twos = sorted((r for r in recs if r.workers == 2),
+                      key=lambda r: (r.strategy_name, r.ranks))
+        for r, v in zip(twos, validate(twos, tensors, net, cm, 2 / 3), strict=True):
             out.append({"strategy": series(r), "measured_words_per_s": r.words_per_s,
                         "predicted_words_per_s": v["predicted_words_per_s"], "how": how,
                         # the compute term against the point's own (compute + straggler idle)
-                        "predicted_compute_s": cm.compute_at(record_words_per_step(r), 2),
+                        "predicted_compute_s": cm.compute_at(record_words_per_step(r),
+                                                             r.workers),
                         "measured_compute_s": critical_compute(r)})
             if how == "unfitted":
                 out.append({"strategy": series(r), "measured_words_per_s": r.words_per_s,
@@ -84,8 +87,6 @@ def fit_carried(config: str, sets: list[str], fast: Path, fast_comm: Path,
                 here_comm: Path) -> dict[str, float]:
     """Per strategy, the np=2 words/s ``predict --fit FAST --fit-link FAST_COMM,HERE_COMM``
     gives: the fastest link's sweep fitted, carried to this link."""
-    from hvdscale.study.predict.run import PredictSpec, run_predict
-
     res = run_predict(config, sets, PredictSpec(ranks="2", fit=str(fast),
                                                 fit_link=f"{fast_comm},{here_comm}"))
     return {s: next(p["words_per_s"] for p in f["predictions"] if p["n"] == 2)
