@@ -32,6 +32,7 @@ from pathlib import Path
 from emit import emit  # bench/ is on sys.path when a script runs
 from scratch import scratch_dir
 
+from hvdscale.config import HorovodConfig
 from hvdscale.records.run import RunRecord
 from hvdscale.study.fusion import horovod as fusion
 from hvdscale.study.fusion import report as fusion_report
@@ -190,8 +191,8 @@ def _timeline(out: Path, row: dict | None) -> dict | None:
     """Median timeline figures of a point's launches (from its records)."""
     if row is None:
         return None
-    def setting(h: dict) -> tuple:
-        return Setting(h["fusion_threshold_mb"], h["cycle_time_ms"], h["overlap"]).effective()
+    def setting(h: HorovodConfig) -> tuple:
+        return Setting(h.fusion_threshold_mb, h.cycle_time_ms, h.overlap).effective()
 
     want = (row["threshold_mb"], row["cycle_ms"], row["overlap"])
     meds = [s["median"] | {"cycle_gap_ms": s["cycles"]["median_gap_ms"],
@@ -200,7 +201,7 @@ def _timeline(out: Path, row: dict | None) -> dict | None:
             if isinstance(r, RunRecord) and (s := r.timeline_summary)
             and r.strategy_name == "horovod"
             and setting(r.horovod_settings) == want
-            and not r.horovod_settings["autotune"]]
+            and not r.horovod_settings.autotune]
     if not meds:
         return None
     return {k: statistics.median([m[k] for m in meds if m.get(k) is not None])

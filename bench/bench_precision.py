@@ -49,7 +49,7 @@ def _launches(out: str) -> list[dict]:
         name = rec.name
         prec = rec.precision or {}
         rows.append({"precision": rec.configured_precision,
-                     "impl": rec.model_config["rnn_impl"], "np": rec.ranks,
+                     "impl": rec.model_config.rnn_impl, "np": rec.ranks,
                      "round": int(name.rsplit("-round", 1)[1]) if "-round" in name else 1,
                      "words_per_s": rec.words_per_s,
                      "step_median_s": rec.step_median_s,

@@ -81,7 +81,7 @@ def one_sweep(args: argparse.Namespace, out: Path, way: str, r: int) -> dict[str
 
 def _label(rec: RunRecord) -> str:
     # The name carries the sweep's own round (``--sweep-repeats``).
-    return (f"{rec.config['framework']} {rec.strategy_name} "
+    return (f"{rec.config.framework} {rec.strategy_name} "
             f"np={rec.ranks} {rec.name}")
 
 

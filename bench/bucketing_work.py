@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hvdscale.config.model import ModelConfig
 from hvdscale.records.run import RunRecord
 from hvdscale.study.stepcost.step_flops import FWD_BWD, lstm_flops_per_token
 
@@ -36,12 +37,12 @@ def model_work_ratio(rec: RunRecord) -> float:
     return (rnn * w.rnn_work_slots + proj * w.slots) / ((rnn + proj) * w.words)
 
 
-def work_per_slot(model: dict) -> tuple[int, int]:
+def work_per_slot(model: ModelConfig) -> tuple[int, int]:
     """(recurrence, output projection) training flops per token slot of the LM, as
     hvdscale.study.stepcost.step_flops counts them (the LM projects onto ``src_vocab``)."""
-    h = model["hidden_size"]
-    rnn = lstm_flops_per_token(model["embed_dim"], h, model["encoder_layers"])
-    return rnn, FWD_BWD * 2 * h * model["src_vocab"]
+    h = model.hidden_size
+    rnn = lstm_flops_per_token(model.embed_dim, h, model.encoder_layers)
+    return rnn, FWD_BWD * 2 * h * model.src_vocab
 
 
 def work_imbalance(sets: list[str], np_: int) -> dict:
@@ -55,10 +56,7 @@ def work_imbalance(sets: list[str], np_: int) -> dict:
     from hvdscale.corpora.corpus import load_corpus
 
     cfg = load_config(Path("configs/demo.yaml"), sets)
-    rnn, proj = work_per_slot({"hidden_size": cfg.model.hidden_size,
-                               "embed_dim": cfg.model.embed_dim,
-                               "src_vocab": cfg.model.src_vocab,
-                               "encoder_layers": cfg.model.encoder_layers})
+    rnn, proj = work_per_slot(cfg.model)
     mode = cfg.data.bucketing.mode if cfg.data.bucketing.enabled else "per_rank"
     plans = [make_plan(load_corpus(cfg.data, "lm", cfg.model.src_vocab, 0, w, np_), cfg.data,
                        "lm", w, np_) for w in range(np_)]

@@ -41,7 +41,7 @@ def handle(args: argparse.Namespace) -> int:
     finally:
         progress.close()  # the summary line (or the error) takes the live line's place
     if record is not None:  # rank 0: the run in one line
-        k, fw = record.key, record.config["framework"]
+        k, fw = record.key, record.config.framework
         print(f"hvdscale: {k['model']}/{fw}/{k['rnn_impl']}/{k['strategy']} "
               f"ranks={record.ranks} words/s={record.words_per_s:.1f} "
               f"step={record.step_median_s * 1e3:.1f}ms "

@@ -8,7 +8,10 @@ drift; ``--schema`` prints the JSON Schema (an installed hvdscale has no docs/ f
 from __future__ import annotations
 
 import argparse
+import ast
+import dataclasses
 import inspect
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -16,10 +19,30 @@ from typing import Any
 
 import msgspec
 
+from hvdscale.config.run import RunConfig
 from hvdscale.records.kinds import KINDS
 from hvdscale.records.migrate import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _attribute_docs(cls: type) -> dict[str, str]:
+    """A config dataclass's fields' docstrings (the string under each field), first sentence:
+    the run config is documented where it is declared, and the record's schema says the same."""
+    body = ast.parse(inspect.cleandoc(inspect.getsource(cls))).body[0].body
+    return {a.target.id: " ".join(b.value.value.split()).split(". ")[0].rstrip(".")
+            for a, b in itertools.pairwise(body)
+            if isinstance(a, ast.AnnAssign) and isinstance(a.target, ast.Name)
+            and isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant)}
+
+
+def _config_sections(cls: type = RunConfig) -> dict[str, type]:
+    """The run config's dataclasses by name, nested sections included."""
+    out = {cls.__name__: cls}
+    for t in inspect.get_annotations(cls, eval_str=True).values():
+        if dataclasses.is_dataclass(t):
+            out |= _config_sections(t)
+    return out
 
 
 def json_schema() -> dict[str, Any]:
@@ -30,6 +53,9 @@ def json_schema() -> dict[str, Any]:
     for d in defs.values():  # a section's docstring, dedented as msgspec >= 0.23 does itself
         if "description" in d:
             d["description"] = inspect.cleandoc(d["description"])
+    for name, section in _config_sections().items():
+        for key, text in _attribute_docs(section).items():
+            defs[name]["properties"][key].setdefault("description", text)
     for cls in KINDS.values():
         d = defs[cls.__name__]
         d["description"] = cls.summary
@@ -49,6 +75,8 @@ def type_name(schema: dict[str, Any]) -> str:
     if "enum" in schema:
         return " or ".join(repr(v) for v in schema["enum"])
     kind = schema.get("type", "any")
+    if kind == "array" and "prefixItems" in schema:  # a tuple: its members in order
+        return "[" + ", ".join(type_name(s) for s in schema["prefixItems"]) + "]"
     if kind == "array":
         return f"list of {type_name(schema.get('items', {}))}"
     return {"null": "null"}.get(kind, kind)

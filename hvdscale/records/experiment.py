@@ -39,6 +39,7 @@ in one report section; any other difference is a different experiment with its o
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
@@ -85,16 +86,26 @@ def _set(d: dict[str, Any], dotted: str, value: Any) -> None:
         d[last] = value
 
 
-def identity(config: Mapping[str, Any]) -> dict[str, Any]:
+def plain(config: Any) -> dict[str, Any]:
+    """A config as ``to_dict`` writes it: a RunConfig (a typed record's ``config``) or a copy of
+    a mapping (a file's JSON, a plan's)."""
+    if dataclasses.is_dataclass(config):
+        from hvdscale.config import to_dict
+
+        return to_dict(config)
+    return copy.deepcopy(dict(config))
+
+
+def identity(config: Any) -> dict[str, Any]:
     """The measurement-relevant part of a resolved config (as ``to_dict`` writes it).
 
     Args:
-        config: a record's ``config``, or ``to_dict(cfg)``.
+        config: a RunConfig (a record's ``config``) or its ``to_dict``.
 
     Returns:
         A new dict: the config without label-only and inactive fields.
     """
-    c = copy.deepcopy(dict(config))
+    c = plain(config)
     for key in LABEL_ONLY:
         _pop(c, key)
     if c.get("tf32") == "default":  # records from before the setting measured the default
@@ -159,7 +170,7 @@ def _drop_idle_warmup(optim: dict[str, Any], scaling: Any) -> None:
         optim.pop("warmup_start_lr")
 
 
-def series_of(config: Mapping[str, Any]) -> dict[str, Any]:
+def series_of(config: Any) -> dict[str, Any]:
     """The series part of the identity: framework, RNN implementation, strategy settings."""
     ident = identity(config)
     return {"framework": ident.get("framework", "torch"),
@@ -167,7 +178,7 @@ def series_of(config: Mapping[str, Any]) -> dict[str, Any]:
             "strategy": ident.get("strategy") or {}}
 
 
-def experiment_of(config: Mapping[str, Any]) -> dict[str, Any]:
+def experiment_of(config: Any) -> dict[str, Any]:
     """The identity without its series fields: what one report section holds."""
     ident = identity(config)
     for key in SERIES:
@@ -180,17 +191,17 @@ def _digest(obj: Any) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
-def experiment_id(config: Mapping[str, Any]) -> str:
+def experiment_id(config: Any) -> str:
     """Short stable hash of :func:`experiment_of` (records of one experiment share it)."""
     return _digest(experiment_of(config))
 
 
-def identity_id(config: Mapping[str, Any]) -> str:
+def identity_id(config: Any) -> str:
     """Short stable hash of the whole :func:`identity` (experiment and series)."""
     return _digest(identity(config))
 
 
-def strategy_label(config: Mapping[str, Any]) -> str:
+def strategy_label(config: Any) -> str:
     """``horovod``, ``ps``, ``ps-dedicated x2``, ``horovod (compression=fp16)``: the strategy
     and every setting that differs from its default, so different settings never share a
     label."""
@@ -218,21 +229,21 @@ def _short(v: Any) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def series_label(config: Mapping[str, Any]) -> str:
+def series_label(config: Any) -> str:
     """``torch / fused / horovod``: the series a record belongs to within its experiment."""
     s = series_of(config)
     return f"{s['framework']} / {s['rnn_impl']} / {strategy_label(config)}"
 
 
-def same_point(rec_config: Mapping[str, Any] | None, rec_ranks: int, config: Mapping[str, Any],
+def same_point(rec_config: Any, rec_ranks: int, config: Any,
                ranks: int) -> bool:
     """True when a record (its config and ranks) measured the experiment and series of
     ``config`` at ``ranks``."""
-    return (rec_ranks == ranks and isinstance(rec_config, Mapping)
+    return (rec_ranks == ranks and rec_config is not None
             and identity(rec_config) == identity(config))
 
 
-def differences(configs: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+def differences(configs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Per experiment id, the dotted experiment fields whose values are not shared by all.
 
     Args:
@@ -262,7 +273,7 @@ def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def record_key(config: Mapping[str, Any]) -> dict[str, Any]:
+def record_key(config: Any) -> dict[str, Any]:
     """The ``key`` of a record (runner and sweep alike): the experiment and series ids, plus
     the main fields in plain words for people reading results.jsonl."""
     c = identity(config)
@@ -283,4 +294,4 @@ def record_key(config: Mapping[str, Any]) -> dict[str, Any]:
             "until_target": (measure.get("until") or {}).get("target"),
             "scale_lr": c.get("optim", {}).get("scale_lr", "none"),
             "lr_warmup_steps": c.get("optim", {}).get("warmup_steps", 0),
-            "name": config.get("name")}
+            "name": plain(config).get("name")}

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from hvdscale.errors import RecordError
+from hvdscale.errors import HvdscaleError, RecordError
 
 UNSET = msgspec.UNSET
 """A section's optional key that a file left out (it stays out when written back)."""
@@ -144,6 +144,8 @@ class Record(msgspec.Struct, kw_only=True, omit_defaults=True, tag_field="kind")
             return msgspec.convert(data, cls)
         except msgspec.ValidationError as e:
             raise _field_error(e, where, cls.kind) from None
+        except HvdscaleError as e:  # a section's own check (a run's config) refused a value
+            raise RecordError(f"{where}: field 'config' of a {cls.kind} record: {e}") from None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as the JSON object a file holds: its version and kind, then its fields."""

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
+from hvdscale.config.load import to_dict as config_dict
+from hvdscale.config.model import ModelConfig
+from hvdscale.config.run import RunConfig
+from hvdscale.config.strategy import HorovodConfig
 from hvdscale.records.fields import Doc, Record
 from hvdscale.records.launch import LaunchPlace
 from hvdscale.records.sections import (
@@ -46,7 +50,9 @@ class RunRecord(Record, tag="run", kw_only=True):
     started: Annotated[str, Doc("when the run started (ISO 8601, UTC)", writer=RECORD)]
     finished: Annotated[str, Doc("when rank 0 wrote the record (ISO 8601, UTC)", writer=RECORD)]
     argv: Annotated[list[str], Doc("the command line of rank 0", writer=RECORD)]
-    config: Annotated[dict[str, Any], Doc("the resolved config (hvdscale.config)", writer=RECORD)]
+    config: Annotated[RunConfig, Doc("the resolved config (hvdscale.config), every key "
+                                     "written; a key an older file lacks reads as its default",
+                                     writer=RECORD)]
     key: Annotated[dict[str, Any], Doc("the point's experiment and series "
                                        "(records/experiment.py)", writer=RECORD)]
     ranks: Annotated[int, Doc("ranks launched", writer=RECORD)]
@@ -121,25 +127,30 @@ class RunRecord(Record, tag="run", kw_only=True):
         """A completed run (every run record is)."""
         return self.status == "ok"
 
+    def to_dict(self) -> dict[str, Any]:
+        """The record as a file holds it, its config with every key (a reader in another
+        language needs no defaults table)."""
+        return {**super().to_dict(), "config": config_dict(self.config)}
+
     @property
     def strategy_name(self) -> str:
         """The configured strategy's name."""
-        return self.config["strategy"]["name"]
+        return self.config.strategy.name
 
     @property
-    def horovod_settings(self) -> dict[str, Any]:
+    def horovod_settings(self) -> HorovodConfig:
         """The config's Horovod section."""
-        return self.config["strategy"]["horovod"]
+        return self.config.strategy.horovod
 
     @property
-    def model_config(self) -> dict[str, Any]:
+    def model_config(self) -> ModelConfig:
         """The config's ``model`` section."""
-        return self.config["model"]
+        return self.config.model
 
     @property
     def configured_precision(self) -> str:
         """The configured precision (fp32 where the config predates the setting)."""
-        return self.config.get("precision", "fp32")
+        return self.config.precision
 
     @property
     def measured_steps(self) -> int:

@@ -43,7 +43,7 @@ def test_a_rule_sweep_names_the_first_rule_to_the_target(tmp_path: Path) -> None
     launched = [ln for ln in out.splitlines() if re.match(r"\[\d/4\] round \d/2 ", ln)]
     assert sum(": ok " in ln for ln in launched) == 4, out
     recs = [rec for rec in read_records(tmp_path) if isinstance(rec, RunRecord)]
-    optim = {rec.config["optim"]["scale_lr"]: rec.quality_or_empty["optim"] for rec in recs}
+    optim = {rec.config.optim.scale_lr: rec.quality_or_empty["optim"] for rec in recs}
     assert optim["none"]["lr_used"] == pytest.approx(0.01)
     assert optim["sqrt_adam"]["lr_used"] == pytest.approx(0.01 * 2 ** 0.5)
     assert optim["sqrt_adam"]["betas_used"] == pytest.approx([0.8, 0.998])

@@ -91,7 +91,10 @@ def test_memory_and_threads_stay_flat_over_20_points(tmp_path: Path) -> None:
     assert not any("HOROVOD_FUSION_THRESHOLD" in e for u in used[1:] for e in u), used
     threads = [x["threads_before"] for x in launch]
     # Each point's side channel, Horovod and process group end with it: no thread piles up.
-    assert max(threads[4:]) <= max(threads[1:4]) + 1, threads
+    # The count at a point's start swings by a thread or two (one of the last point's threads
+    # still exiting: 6, 7 and sometimes 8 at any position under load), so a pile-up is a
+    # floor that rises: a thread left by each point would put the last five 15 above the peak.
+    assert min(threads[-5:]) <= max(threads[1:5]), threads
     rss = [x["rss_mb_before"] for x in launch]
     # Memory settles after the first points (allocator pools) and then stays.
     assert statistics.median(rss[15:]) - statistics.median(rss[5:10]) < 25.0, rss

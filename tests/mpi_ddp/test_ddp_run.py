@@ -47,7 +47,7 @@ def test_a_ddp_run_records_its_settings_and_never_starts_horovod(comm_world) -> 
     assert info["first_bucket_mb"] == 0.5
     assert info["rendezvous"]["source"] == ("launcher" if torchrun else "agreed")
     assert rec.launcher_backend == comm_world.backend
-    assert rec.config["strategy"]["ddp"]["comm_hook"] == "fp16"
+    assert rec.config.strategy.ddp.comm_hook == "fp16"
     assert rec.horovod_used is None
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from hvdscale.config import config_from_dict
 from hvdscale.study.predict.compute import compute_from_records, has_comm_core
 from hvdscale.study.predict.cost import CommSetup, comm_time, ring_cost
 from hvdscale.study.predict.inputs import Network
@@ -21,7 +22,7 @@ COMPUTE = 0.5  # s: long enough that an overlapped reduction hides almost all of
 
 
 def _setup(strategy: dict) -> CommSetup:
-    return CommSetup.of_record({"strategy": strategy})
+    return CommSetup.of_record(config_from_dict({"strategy": strategy}))
 
 
 def test_after_backward_horovod_exposes_one_reduction_of_the_whole_buffer() -> None:

@@ -24,7 +24,7 @@ def _rec(ranks: int, wps: float, *sets: str, status: str = "ok") -> RunRecord | 
     if status == "ok":
         rec = run_record(*sets, ranks=ranks, words_per_s=wps, step_time={"jitter": 0.001})
         dedicated = "strategy.ps.placement=dedicated" in sets
-        assert rec.workers == ranks - (rec.config["strategy"]["ps"]["num_servers"]
+        assert rec.workers == ranks - (rec.config.strategy.ps.num_servers
                                        if dedicated else 0)
         return rec
     return failed_record(*sets, ranks=ranks, error="exit 1: boom")

@@ -56,7 +56,7 @@ def test_each_part_is_charged_its_own_gemm_and_the_fraction_is_their_time_over_t
     assert {p["count"] for p in rec} == {100, 110} and {p["variant"] for p in rec} == {"NN", "TN"}
     # the same flops as the useful-work count (flops per word, source and target halves)
     total = sum(p["flops"] for p in parts)
-    fpw = flops_per_word(run.config["model"])["total"]
+    fpw = flops_per_word(run.config.model)["total"]
     assert total == pytest.approx(fpw * run.words / 10, rel=0.03)
     # the decoder's recurrent forward (4 layers) is on the curve at 10 TFLOP/s; nothing else
     gemm = _gemm({(2048, 512, 384, "NN"): 10000.0, (2048, 512, 256, "NN"): 99000.0}, 40000.0)

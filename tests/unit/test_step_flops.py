@@ -3,9 +3,11 @@ flops per weight per token in each GEMM (2 forward, 2 + 2 backward)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from hvdscale.config import load_config, to_dict
+from hvdscale.config import ModelConfig, load_config
 from hvdscale.study.stepcost.step_flops import achieved, flops_per_word
 from tests.records_fixture import run_record
 
@@ -27,8 +29,8 @@ def test_flops_per_word_is_six_per_gemm_weight(sets: list[str]) -> None:
     from hvdscale.frameworks.torch import make_adapter
 
     cfg = load_config("configs/demo.yaml", ["model.rnn_impl=fused", *sets])
-    model = to_dict(cfg)["model"]
-    adapter = make_adapter(cfg.model, cfg.optim, model["src_vocab"], model["tgt_vocab"])
+    model = cfg.model
+    adapter = make_adapter(cfg.model, cfg.optim, model.src_vocab, model.tgt_vocab)
     m = adapter.model
     if cfg.model.kind == "lm":
         expected = 6 * _gemm_weights(m)
@@ -42,8 +44,8 @@ def test_flops_per_word_is_six_per_gemm_weight(sets: list[str]) -> None:
 
 def test_a_records_vocabulary_in_use_wins_over_a_config_that_left_it_to_the_data() -> None:
     # Text corpora: the config says 0 and the record's ``vocab`` holds the sizes the model had.
-    lm = {"kind": "lm", "hidden_size": 64, "embed_dim": 32, "encoder_layers": 1,
-          "src_vocab": 0, "tgt_vocab": 0}
-    known = flops_per_word({**lm, "src_vocab": 900})
+    lm = ModelConfig(kind="lm", hidden_size=64, embed_dim=32, encoder_layers=1, src_vocab=0,
+                     tgt_vocab=0)
+    known = flops_per_word(replace(lm, src_vocab=900))
     assert flops_per_word(lm, {"src": 900, "tgt": 5})["projection"] == known["projection"]
     assert known["projection"] == 6 * 64 * 900

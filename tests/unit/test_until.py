@@ -59,7 +59,7 @@ def test_stops_at_the_target_and_records_the_curve(tmp_path: Path) -> None:
     # the updates and the words, while the measured window (rec) leaves it out.
     assert q["warmup_steps"] == 1 and q["updates"] == q["steps"] + 1
     assert all(p["updates"] == p["step"] + 1 for p in curve)
-    batch = rec.config["data"]["batch_size"]
+    batch = rec.config.data.batch_size
     assert curve[-1]["sentences"] == rec.sentences + batch  # the window ended there too
     assert q["words"] > rec.words and q["epochs"] > 0
     assert q["time_to_target_s"] == curve[-1]["train_s"] <= q["wall_s"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import statistics
 
+from hvdscale.records.experiment import plain
 from hvdscale.records.failed import FailedRecord
 from hvdscale.records.fields import Record
 from hvdscale.records.gemm import GemmRecord
@@ -36,7 +37,7 @@ def _ok(recs: list[Record]) -> list[RunRecord]:
 def h100_seeds(seeds: list[Record], profile: list[Record]) -> list[str]:
     """The seed NMT fused vs loop at TF32 off: words/s, median step, kernels and operators per
     step, and where the profiled step's time went."""
-    by = {r.model_config["rnn_impl"]: r for r in _ok(seeds) if r.config.get("tf32") == "off"}
+    by = {r.model_config.rnn_impl: r for r in _ok(seeds) if r.config.tf32 == "off"}
     (prof,) = [p for p in profile if isinstance(p, ProfileRecord)]
     out = []
     for impl in ("fused", "loop"):
@@ -100,7 +101,7 @@ def h100_strategies(strategies: list[Record], check_log: str) -> list[str]:
             cells = []
             for n in (1, 2):
                 at = [r for r in recs if r.strategy_name == s and r.workers == n
-                      and (r.config or {}).get("model", {}).get("rnn_impl") == impl]
+                      and plain(r.config or {}).get("model", {}).get("rnn_impl") == impl]
                 ok = [r.words_per_s for r in at if isinstance(r, RunRecord)]
                 cells.append(f"{statistics.median(ok):,.0f}" if ok else
                              ("failed" if at else "not run"))
@@ -150,7 +151,7 @@ def h100_limit(seeds: list[Record], gemms: list[Record]) -> list[str]:
     out = [line for line in limit_markdown(rows).splitlines() if line.startswith("|NVIDIA")]
     # the old reference: the whole fused step's useful TFLOP/s over one per-time-step GEMM
     # (hidden 512, NN, the curve's batch nearest 384: 256)
-    fused = next(r for r in ok if r.model_config["rnn_impl"] == "fused")
+    fused = next(r for r in ok if r.model_config.rnn_impl == "fused")
     fp32 = next(f for f in g.frameworks if f["precision"] == "fp32")
     old = achieved(fused)["tflops_per_rank"] / _rate(fp32, 512, 256)
     return [*out, f"one per-time-step GEMM and read {100 * old:.0f} %"]

@@ -30,7 +30,7 @@ def min_s(seconds: float) -> str:
 
 def gpu_seeds(records: list[Record]) -> list[str]:
     """The seed notes' NMT on one H100, fused at fp32, TF32 and bf16, and the loop's range."""
-    by = {(r.model_config["rnn_impl"], (r.precision or {})["compute"]): r.words_per_s
+    by = {(r.model_config.rnn_impl, (r.precision or {})["compute"]): r.words_per_s
           for r in _ok(records)}
     loop = sorted(v for (impl, _), v in by.items() if impl == "loop")
     return [f"trained {by['fused', 'fp32']:,.0f} words/s with the fused kernel in fp32, "

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from hvdscale.config import RunConfig, to_dict
+from hvdscale.config import RunConfig
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.run import RunRecord
 from hvdscale.study.predict.cost import CommSetup, comm_time
@@ -53,11 +53,10 @@ class ComputeModel:
 def _same_model(rec: RunRecord, cfg: RunConfig) -> bool:
     from hvdscale.records.experiment import identity
 
-    c = rec.config
     # Compared as identities: where a custom model's module was found does not matter, and
     # records from before the custom-model fields keep matching.
-    return (c.get("framework") == cfg.framework
-            and identity(c).get("model") == identity(to_dict(cfg)).get("model"))
+    return (rec.config.framework == cfg.framework
+            and identity(rec.config).get("model") == identity(cfg).get("model"))
 
 
 def _rank_compute(rec: RunRecord) -> list[float]:

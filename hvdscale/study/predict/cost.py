@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hvdscale.config.run import RunConfig
 from hvdscale.study.commbench.model import ps_phase
 from hvdscale.study.predict.inputs import Network
 
@@ -52,19 +53,17 @@ class CommSetup:
     ``after-backward``, one reduction of the whole flat buffer after backward."""
 
     @classmethod
-    def of_record(cls, config: dict | None) -> CommSetup:
-        """A recorded run's own setup, from its record's ``config`` (defaults where absent)."""
-        strategy = (config or {}).get("strategy", {})
-        hvd = strategy.get("horovod", {})
-        mb = hvd.get("fusion_threshold_mb") or HOROVOD_DEFAULT_FUSION_MB
-        overlap = hvd.get("overlap", "hooks") != "after-backward"
-        if strategy.get("name") == "ddp":  # DDP's buckets play the fusion buffer's part
-            mb, overlap = strategy.get("ddp", {}).get("bucket_cap_mb", 25.0), True
+    def of_record(cls, config: RunConfig) -> CommSetup:
+        """A recorded run's own setup, from its record's ``config``."""
+        strategy = config.strategy
+        mb = strategy.horovod.fusion_threshold_mb or HOROVOD_DEFAULT_FUSION_MB
+        overlap = strategy.horovod.overlap != "after-backward"
+        if strategy.name == "ddp":  # DDP's buckets play the fusion buffer's part
+            mb, overlap = strategy.ddp.bucket_cap_mb, True
         elif not overlap:  # one allreduce of the flat buffer, whatever the threshold
             mb = float("inf")
-        ps = strategy.get("ps", {})
-        return cls(mb * 1024 * 1024, int(ps.get("num_servers", 1)),
-                   ps.get("placement", "colocated"), overlap=overlap)
+        return cls(mb * 1024 * 1024, strategy.ps.num_servers, strategy.ps.placement,
+                   overlap=overlap)
 
 
 def ring_cost(nbytes: float, n: int, net: Network) -> float:

@@ -14,8 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hvdscale.config import RunConfig, config_from_dict
-from hvdscale.errors import HvdscaleError
+from hvdscale.config import RunConfig
 from hvdscale.records.run import RunRecord
 from hvdscale.study.predict.compute import (
     ComputeModel,
@@ -113,15 +112,6 @@ def predict(cfg: RunConfig, ranks: list[int], net: Network, cm: ComputeModel,
     return out
 
 
-def _record_config(rec: RunRecord) -> RunConfig | None:
-    """The record's own config (its sparse settings and data); None for a record written under
-    another config schema: predicted then with dense gradients."""
-    try:
-        return config_from_dict(rec.config)
-    except HvdscaleError:
-        return None
-
-
 def validate(records: list[RunRecord], tensors: list[int], net: Network, cm: ComputeModel,
              backward_fraction: float) -> list[dict[str, Any]]:
     """Predicted vs measured words/s for every record: with the compute time from the 1-worker
@@ -137,8 +127,7 @@ def validate(records: list[RunRecord], tensors: list[int], net: Network, cm: Com
         words = record_words_per_step(r)
         own = critical_compute(r)
         setup = CommSetup.of_record(r.config)
-        rcfg = _record_config(r)
-        setup = sparse_setup(rcfg, s, w, setup) if rcfg is not None else setup
+        setup = sparse_setup(r.config, s, w, setup)
         setup = replace(setup, overlap=setup.overlap and has_comm_core(r))
         preds = []
         for compute in (cm.compute_at(words, w), own):

@@ -36,8 +36,8 @@ from hvdscale.study.predict.run import PredictSpec, run_predict
 def series(rec: RunRecord) -> str:
     """A record's strategy as the rows name it: ``ps`` with two servers is ``ps2``."""
     s = rec.strategy_name
-    if s == "ps" and int(rec.config["strategy"]["ps"].get("num_servers", 1)) > 1:
-        return f"ps{rec.config['strategy']['ps']['num_servers']}"
+    if s == "ps" and rec.config.strategy.ps.num_servers > 1:
+        return f"ps{rec.config.strategy.ps.num_servers}"
     return s
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from hvdscale.config.run import RunConfig
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.experiment import experiment_id, series_label, series_of
 from hvdscale.records.run import RunRecord
@@ -35,12 +36,12 @@ from hvdscale.study.predict.fit import Fit, choose, fit_family, t975
 from hvdscale.study.report.decompose import baseline, per_step
 
 
-def overlapped(config: dict) -> bool:
+def overlapped(config: RunConfig) -> bool:
     """Whether a record's strategy reduces gradients during backward (Horovod's ``hooks``;
     DDP's buckets; any such strategy unless its section says ``after-backward``)."""
-    st = config.get("strategy") or {}
-    name = st.get("name", "")
-    return overlaps(name) and (st.get(name) or {}).get("overlap", "hooks") != "after-backward"
+    name = config.strategy.name
+    section = getattr(config.strategy, name, None)  # a plugin's strategy has none
+    return overlaps(name) and getattr(section, "overlap", "hooks") != "after-backward"
 
 
 def _obs(records: list[RunRecord], backward_fraction: float) -> dict[str, list[dict]]:
@@ -122,8 +123,7 @@ def servers_of(records: list[RunRecord], given: int | None) -> int:
     Raises:
         HvdscaleError: ``given`` (--servers) differs from what the records ran with.
     """
-    ks = {int(((r.config.get("strategy") or {}).get("ps") or {}).get("num_servers", 1))
-          for r in records}
+    ks = {r.config.strategy.ps.num_servers for r in records}
     k = max(ks)
     if given is not None and given != k:
         raise HvdscaleError(f"--servers {given}: the records ran with strategy.ps.num_servers="

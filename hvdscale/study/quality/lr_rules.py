@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hvdscale.records.experiment import strategy_label
+from hvdscale.records.experiment import plain, strategy_label
 from hvdscale.records.fields import Record
 from hvdscale.records.run import RunRecord
 from hvdscale.study.paired.recommend import (
@@ -165,7 +165,7 @@ def record_outcome(rec: RunRecord) -> Outcome:
 
 def _rule_group(rec: RunRecord) -> tuple:
     """The experiment and strategy without the rule: the runs a rule comparison pairs."""
-    c = dict(rec.config)
+    c = plain(rec.config)
     return (c["model"]["kind"], source_name(c), c["framework"], strategy_label(c),
             c["optim"]["name"], id_without(c, "optim", _RULE_KEYS))
 
@@ -175,11 +175,10 @@ def _weak_runs(records: Sequence[Record]) -> dict[tuple, dict[str, list[RunRecor
     out: dict[tuple, dict[str, list[RunRecord]]] = {}
     for r in records:
         if not isinstance(r, RunRecord) or not r.quality_or_empty.get("until") or r.ranks < 2 \
-                or r.config.get("data", {}).get("scaling") != "weak":
+                or r.config.data.scaling != "weak":
             continue
-        c = r.config
         key = (_rule_group(r), r.ranks)
-        out.setdefault(key, {}).setdefault(rule_label(c["optim"]), []).append(r)
+        out.setdefault(key, {}).setdefault(rule_label(plain(r.config)["optim"]), []).append(r)
     return out
 
 

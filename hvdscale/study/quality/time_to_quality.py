@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hvdscale.records.experiment import experiment_id, strategy_label
+from hvdscale.records.experiment import experiment_id, plain, strategy_label
 from hvdscale.records.fields import Record
 from hvdscale.records.run import RunRecord
 from hvdscale.study.plotting import figure
@@ -97,7 +97,7 @@ def id_without(config: dict[str, Any], section: str, keys: tuple[str, ...]) -> s
 def _group(rec: RunRecord) -> tuple:
     """The experiment without its scaling axis: one table holds its strong and weak runs at
     every rank count. Metric and target are in the id and also named for the heading."""
-    c = rec.config
+    c = plain(rec.config)
     until = rec.quality_or_empty["until"]
     return (c["model"]["kind"], source_name(c), c["framework"], until.get("metric"),
             until.get("target"), c["model"].get("rnn_impl"), id_without(c, "data", ("scaling",)))
@@ -114,7 +114,7 @@ def _latest(records: Sequence[Record]) -> dict[tuple, RunRecord]:
     out: dict[tuple, RunRecord] = {}
     for r in _quality_records(records):
         c = r.config
-        out[(_group(r), strategy_label(c), c["data"]["scaling"], r.ranks)] = r
+        out[(_group(r), strategy_label(c), c.data.scaling, r.ranks)] = r
     return out
 
 
@@ -129,8 +129,7 @@ def _cells(rec: RunRecord | None, base: RunRecord | None) -> list[str]:
     if rec is None:
         return ["", "", "", "", "", "", "", ""]
     c, q, workers = rec.config, rec.quality_or_empty, rec.workers
-    per_rank = c["data"]["batch_size"] if c["data"]["scaling"] == "weak" else \
-        c["data"]["batch_size"] / workers
+    per_rank = c.data.batch_size if c.data.scaling == "weak" else c.data.batch_size / workers
     glob = per_rank * workers
     hit = reached_at(rec)
     stop = q.get("time_to_target_s")  # measured: the evaluation that met the target

@@ -43,10 +43,10 @@ def run_to_target(task: str, fw: str, strategy: str, np_: int, sets: list[str],
     after = os.getloadavg()[0]
     if not isinstance(rec, RunRecord) or rec.quality is None:
         raise HvdscaleError(f"the run of {task} at np={np_} wrote no quality record")
-    q, data = rec.quality, rec.config["data"]
+    q, data = rec.quality, rec.config.data
     return {"task": task, "framework": fw, "strategy": strategy, "np": np_,
-            "scaling": data["scaling"],
-            "batch_size": data["batch_size"], "words_per_s": rec.words_per_s,
+            "scaling": data.scaling,
+            "batch_size": data.batch_size, "words_per_s": rec.words_per_s,
             "load_before": before, "load_after": after, "stop": q["stop"], "steps": q["steps"],
             "curve": [{k: p[k] for k in ("step", "updates", "words", "train_s", "wall_s",
                                          "loss") if k in p} for p in q["curve"]],

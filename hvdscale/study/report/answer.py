@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from hvdscale.config.run import RunConfig
 from hvdscale.records.fields import Record
 from hvdscale.records.run import RunRecord
 from hvdscale.study.paired.recommend import compare, paired_summary, verdict_of
@@ -22,18 +23,17 @@ SHOWN = 4
 """Decided verdicts named per rank count (the rest are in the tables)."""
 
 NEXT_STEP = {
-    "straggler_idle": ("global bucketing (`data.bucketing.global: true`), so every rank's "
+    "straggler_idle": ("global bucketing (`data.bucketing.mode: global`), so every rank's "
                        "batch holds sentences of like length",
-                       lambda c: bool(((c.get("data") or {}).get("bucketing") or {})
-                                      .get("global"))),
+                       lambda c: c.data.bucketing.enabled and c.data.bucketing.mode == "global"),
     "exposed_comm": ("Horovod's fusion settings (`hvdscale fusion`) or more parameter servers "
                      "(`strategy.ps.num_servers`)",
-                     lambda c: bool({"fusion_threshold_mb", "cycle_time_ms"}
-                                    & set((c.get("strategy") or {}).get("horovod") or {}))
-                     or ((c.get("strategy") or {}).get("ps") or {}).get("num_servers", 1) > 1),
+                     lambda c: c.strategy.horovod.fusion_threshold_mb is not None
+                     or c.strategy.horovod.cycle_time_ms is not None
+                     or c.strategy.ps.num_servers > 1),
     "compute_slowdown": ("fewer compute threads per rank, or a core per rank and thread "
                          "(`threads.intra_op`, fewer ranks per host)",
-                         lambda c: ((c.get("threads") or {}).get("intra_op") or 1) != 1),
+                         lambda c: (c.threads.intra_op or 1) != 1),
 }
 """Per cause: the next step, and whether a record's config tried it (then "measured")."""
 
@@ -72,7 +72,7 @@ def _verdicts(exp: Experiment, n: int) -> tuple[list[str], int]:
     return decided, undecided
 
 
-def _cause(rows: list[dict[str, Any]], n: int, configs: list[dict]) -> str:
+def _cause(rows: list[dict[str, Any]], n: int, configs: list[RunConfig]) -> str:
     """Where the missing speedup of the most efficient point at ``n`` ranks went, and the
     next step tied to that cause."""
     at = [r for r in rows if r["ranks"] == n and "note" not in r]

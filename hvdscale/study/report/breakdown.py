@@ -34,6 +34,7 @@ communication and straggler idle too, and the row says so rather than pretending
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from hvdscale.records.fields import Record
@@ -51,10 +52,10 @@ __all__ = ["CAUSES", "PARTS", "PART_LABELS", "breakdowns", "section", "split_los
 def _label(rec: RunRecord) -> str:
     k = rec.key
     s = k["strategy"]
-    ps = rec.config.get("strategy", {}).get("ps", {})
-    if s == "ps" and "num_servers" in ps:
-        k = ps["num_servers"]
-        s = f"ps ({ps.get('placement', 'colocated')}, {k} server{'s' * (k > 1)})"
+    ps = rec.config.strategy.ps
+    if s == "ps":
+        k = ps.num_servers
+        s = f"ps ({ps.placement}, {k} server{'s' * (k > 1)})"
     return s
 
 
@@ -88,8 +89,7 @@ def breakdowns(records: Sequence[Record]) -> list[dict[str, Any]]:
     groups: dict[tuple[str, int], list[RunRecord]] = {}
     for r in ok:
         # The rounds of one point (``hvdscale.study.paired.rounds`` tags the name) are one group.
-        config = r.config
-        cfg = {**config, "name": untagged(str(config.get("name")))}
+        cfg = replace(r.config, name=untagged(r.config.name))
         groups.setdefault((repr(cfg), r.workers), []).append(r)
     out = []
     for (cfg, workers), recs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):

@@ -41,8 +41,7 @@ PARTS = (*CAUSES, "unexplained")
 def sends_nothing(rec: RunRecord) -> bool:
     """Whether ``rec``'s strategy communicates nothing between ranks (its registry entry says;
     then no exposed communication by definition). A name this process does not know sends."""
-    name = (rec.config.get("strategy") or {}).get("name")
-    spec = find(name or rec.key.get("strategy") or "")
+    spec = find(rec.strategy_name)
     return spec is not None and not spec.sends
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hvdscale.config.run import RunConfig
 from hvdscale.records.experiment import differences, experiment_id, series_label
 from hvdscale.records.fields import UNSET, Record
 from hvdscale.records.load import record_load
@@ -94,7 +95,7 @@ class Experiment:
     points by rank count, and what sets it apart from the other experiments of the report."""
 
     id: str
-    config: dict[str, Any]
+    config: RunConfig
     names: list[str]
     series: dict[str, list[Point]] = field(default_factory=dict)
     differs: dict[str, Any] = field(default_factory=dict)
@@ -148,17 +149,16 @@ def _point(label: str, ranks: int, recs: list[RunRecord]) -> Point:
     """The median of one series' repeats at one rank count."""
     cfg = recs[-1].config
     idle_ms, out_of = _idle_cells(recs[-1])
-    bucketing = cfg.get("data", {}).get("bucketing", {})
+    bucketing = cfg.data.bucketing
     point = Point(
         strategy=label, ranks=ranks, workers=recs[-1].workers,
-        batch_size=cfg.get("data", {}).get("batch_size", 0),
+        batch_size=cfg.data.batch_size,
         steps=recs[-1].measured_steps,
         time_s=statistics.median(r.window_s for r in recs),
         words_per_s=statistics.median(r.words_per_s for r in recs), repeats=len(recs),
         jitter_ms=statistics.median(r.step_time.jitter for r in recs) * 1e3,
-        placement=cfg.get("strategy", {}).get("ps", {}).get("placement", "")
-        if cfg.get("strategy", {}).get("name") == "ps" else "",
-        tokens_per_batch=bucketing.get("tokens_per_batch", 0) if bucketing.get("enabled") else 0,
+        placement=cfg.strategy.ps.placement if cfg.strategy.name == "ps" else "",
+        tokens_per_batch=bucketing.tokens_per_batch if bucketing.enabled else 0,
         real_tokens=_median_of(recs, lambda r: r.padding.window.words),
         token_slots=_median_of(recs, lambda r: r.padding.window.slots),
         padded_pct=_median_of(recs, lambda r: 100 * r.padded_fraction),
@@ -187,7 +187,7 @@ def collect(records: Sequence[Record]) -> dict[str, Experiment]:
         cfg = rec.config
         eid = experiment_id(cfg)
         first.setdefault(eid, cfg)
-        name = untagged(cfg.get("name", "run"))
+        name = untagged(cfg.name)
         if name not in names[eid]:
             names[eid].append(name)
         by[eid][series_label(cfg)][rec.ranks].append(rec)

@@ -15,6 +15,7 @@ import io
 import json
 from collections.abc import Sequence
 
+from hvdscale.config.run import RunConfig
 from hvdscale.records.experiment import experiment_id, series_label
 from hvdscale.records.failed import FailedRecord
 from hvdscale.records.fields import Record
@@ -43,10 +44,10 @@ IMPL_NAMES = {"fused": "fused kernel (cudnn_lstm-style)",
               "loop": "step-by-step loop (dynamic_rnn-style)"}
 
 
-def _bucketing_mode(config: dict) -> str:
+def _bucketing_mode(config: RunConfig) -> str:
     """``data.bucketing.mode`` of a config (older records only say ``align_ranks``)."""
-    b = config.get("data", {}).get("bucketing", {})
-    return b.get("mode") or ("aligned" if b.get("align_ranks") else "per_rank")
+    b = config.data.bucketing
+    return b.mode or ("aligned" if b.align_ranks else "per_rank")
 
 
 def _fmt(x: float | None, spec: str) -> str:
@@ -57,16 +58,13 @@ def _fmt(x: float | None, spec: str) -> str:
 def title(exp: Experiment) -> str:
     """An experiment's heading: its names, model, scaling mode, batching and id."""
     c = exp.config
-    data, measure = c.get("data", {}), c.get("measure", {})
-    bucketing = data.get("bucketing", {})
-    model = c.get("model", {}).get("kind", "?")
-    scaling = data.get("scaling", "weak")
-    extra = ", length-bucketed" if bucketing.get("enabled") else ""
-    extra += MODE_LABELS.get(_bucketing_mode(c), "") if bucketing.get("enabled") else ""
-    extra += ", every batch padded to the max length" if data.get("pad_to") == "max" else ""
-    epochs = measure.get("epochs", 0)
+    data, bucketing, model, scaling = c.data, c.data.bucketing, c.model.kind, c.data.scaling
+    extra = ", length-bucketed" if bucketing.enabled else ""
+    extra += MODE_LABELS.get(_bucketing_mode(c), "") if bucketing.enabled else ""
+    extra += ", every batch padded to the max length" if data.pad_to == "max" else ""
+    epochs = c.measure.epochs
     extra += f", {epochs} epoch{'s' if epochs != 1 else ''} per run" if epochs else ""
-    precision = c.get("precision", "fp32")  # issue 41: bf16's tables apart from fp32's
+    precision = c.precision  # issue 41: bf16's tables apart from fp32's
     extra += f", precision {precision}" if precision != "fp32" else ""
     return (f"{' + '.join(exp.names)}: {model} / {SCALING_LABELS.get(scaling, scaling)}{extra} "
             f"[experiment {exp.id}]")
@@ -113,16 +111,15 @@ def markdown(experiments: dict[str, Experiment]) -> str:
         buf.write(_differs_line(exp))
         buf.write("" if has_rounds(exp) else ONE_RUN_NOTE + "\n")
         order = _series_order(exp)
-        scaling = exp.config.get("data", {}).get("scaling", "weak")
-        epochs = exp.config.get("measure", {}).get("epochs", 0)
+        scaling, epochs = exp.config.data.scaling, exp.config.measure.epochs
         for label in order:
             pts = exp.series[label]
             fw, impl, strategy = label.split(" / ", 2)
             buf.write(f"### {label}\n\n")
-            model = exp.config.get("model", {})
+            model = exp.config.model
             # A custom model's rnn_impl is only what its builder was handed.
-            impl_text = (f"model {model.get('builder')}, rnn_impl {impl}"
-                         if model.get("kind") == "custom" else IMPL_NAMES.get(impl, impl))
+            impl_text = (f"model {model.builder}, rnn_impl {impl}"
+                         if model.kind == "custom" else IMPL_NAMES.get(impl, impl))
             buf.write(f"{fw}, {impl_text}, strategy {strategy}.\n\n")
             if any(p.placement == "dedicated" for p in pts):
                 buf.write("Speedup and efficiency are over worker ranks (servers excluded).\n\n")
@@ -243,14 +240,13 @@ def to_csv(experiments: dict[str, Experiment]) -> str:
                 "paired_rounds", "busy_runs", "load_known_runs"])
     for exp in sorted(experiments.values(), key=lambda e: (e.names, e.id)):
         c = exp.config
-        data = c.get("data", {})
-        bucketing = data.get("bucketing", {})
+        data = c.data
         for label in _series_order(exp):
             fw, impl, strategy = label.split(" / ", 2)
             for p in exp.series[label]:
-                w.writerow([exp.id, " + ".join(exp.names), c.get("model", {}).get("kind"), fw,
-                            impl, data.get("scaling"), bucketing.get("enabled", False),
-                            data.get("pad_to"), c.get("measure", {}).get("epochs", 0),
+                w.writerow([exp.id, " + ".join(exp.names), c.model.kind, fw,
+                            impl, data.scaling, data.bucketing.enabled,
+                            data.pad_to, c.measure.epochs,
                             _bucketing_mode(c), strategy, p.ranks, p.workers,
                             p.batch_size, p.tokens_per_batch, p.steps, f"{p.time_s:.4f}",
                             f"{p.words_per_s:.2f}", _fmt(p.speedup, ".4f"),
@@ -285,9 +281,9 @@ def horovod_timelines(records: Sequence[Record]) -> str:
         s = r.timeline_summary
         h = r.horovod_settings
         m = s["median"]
-        t, c = h.get("fusion_threshold_mb"), h.get("cycle_time_ms")
+        t, c = h.fusion_threshold_mb, h.cycle_time_ms
         setting = (("default" if t is None else f"{t:g} MiB") + " / "
-                   + ("default" if c is None else f"{c:g} ms") + f" / {h.get('overlap', 'hooks')}")
+                   + ("default" if c is None else f"{c:g} ms") + f" / {h.overlap}")
         cells = [r.name, str(r.ranks), setting, _fmt(m.get("fused_buffers"), ".0f"),
                  _fmt(m.get("backward_ms"), ".1f"), _fmt(m.get("allreduce_ms"), ".1f"),
                  _fmt(m.get("allreduce_during_backward_ms"), ".1f"),

@@ -76,18 +76,18 @@ def gemm_parts(record: RunRecord) -> list[dict[str, Any]]:
     """The matrix products of one training step of a run record, with their shapes: per
     sentence, the source and target tokens the record measured (real tokens, as the useful
     flops count them)."""
-    model, batch = record.model_config, record.config["data"]["batch_size"]
+    model, batch = record.model_config, record.config.data.batch_size
     sentences = max(1, record.sentences)
-    h, e, v = model["hidden_size"], model["embed_dim"], output_vocab(model, record.vocab)
+    h, e, v = model.hidden_size, model.embed_dim, output_vocab(model, record.vocab)
     tgt = record.loss_tokens / sentences
-    if model["kind"] == "lm":
-        parts = _lstm(e, h, model["encoder_layers"], 1, batch, tgt)
+    if model.kind == "lm":
+        parts = _lstm(e, h, model.encoder_layers, 1, batch, tgt)
     else:
-        dirs = 2 if model.get("bidirectional") else 1
+        dirs = 2 if model.bidirectional else 1
         src = (record.words - record.loss_tokens) / sentences
-        parts = (_lstm(e, h // dirs, model["encoder_layers"], dirs, batch, src)
-                 + _lstm(e, h, model["decoder_layers"], 1, batch, tgt))
-        if model.get("attention"):
+        parts = (_lstm(e, h // dirs, model.encoder_layers, dirs, batch, src)
+                 + _lstm(e, h, model.decoder_layers, 1, batch, tgt))
+        if model.attention:
             parts += _gemm(PARTS[2], h, 2 * h, round(batch * tgt), 1, VARIANTS)
     parts += _gemm(PARTS[2], v, h, round(batch * tgt), 1, VARIANTS)
     assert len(VARIANTS) == FWD_BWD  # one product per variant: the count step_flops uses
@@ -131,9 +131,8 @@ def step_reference(record: RunRecord, gemm: GemmRecord | None,
 def run_precision(record: RunRecord) -> str:
     """The GEMM precision a run's products ran at: its ``precision`` (fp32 with TF32 on is
     tf32; records older than issue 41 carry no precision and ran fp32)."""
-    cfg = record.config
     precision = record.configured_precision
-    return "tf32" if precision == "fp32" and cfg.get("tf32") == "on" else precision
+    return "tf32" if precision == "fp32" and record.config.tf32 == "on" else precision
 
 
 def limit_rows(runs: list[RunRecord], gemm: GemmRecord | None) -> list[dict[str, Any]]:
@@ -142,15 +141,15 @@ def limit_rows(runs: list[RunRecord], gemm: GemmRecord | None) -> list[dict[str,
     step time; ``wrong_reference`` when above 1)."""
     rows = []
     for r in runs:
-        m, tf32 = r.model_config, r.config.get("tf32", "default")
+        m, tf32 = r.model_config, r.config.tf32
         precision = run_precision(r)
-        step_s = r.words / max(1, r.sentences) * r.config["data"]["batch_size"] / r.words_per_s
+        step_s = r.words / max(1, r.sentences) * r.config.data.batch_size / r.words_per_s
         parts = step_reference(r, gemm, precision)
         flops = sum(p["flops"] for p in parts.values())
         times = [p["best_s"] for p in parts.values()]
         best = None if any(t is None for t in times) else sum(times)
         frac = best / step_s if best is not None else None
-        rows.append({"impl": m["rnn_impl"], "tf32": tf32, "precision": precision,
+        rows.append({"impl": m.rnn_impl, "tf32": tf32, "precision": precision,
                      "words_per_s": r.words_per_s, "step_s": step_s,
                      "gpu": (r.device.gpu or {}).get("model"),
                      "useful_tflops": flops / step_s / 1e12, "parts": parts, "best_s": best,

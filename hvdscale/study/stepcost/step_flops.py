@@ -10,8 +10,7 @@ token, so padding is work the model did but not useful work.
 
 from __future__ import annotations
 
-from typing import Any
-
+from hvdscale.config.model import ModelConfig
 from hvdscale.errors import HvdscaleError
 from hvdscale.records.run import RunRecord
 
@@ -27,15 +26,15 @@ def lstm_flops_per_token(input_size: int, hidden: int, layers: int, directions: 
     return FWD_BWD * total
 
 
-def output_vocab(model: dict[str, Any], vocab: dict[str, int] | None = None) -> int:
+def output_vocab(model: ModelConfig, vocab: dict[str, int] | None = None) -> int:
     """The output projection's width: the language model predicts its one vocabulary
     (``src_vocab``), the NMT model the target's. A record's ``vocab`` (the sizes in use) wins
     over the config's, which is 0 where the data decided it."""
-    side = "src" if model["kind"] == "lm" else "tgt"
-    return int((vocab or {}).get(side) or model[f"{side}_vocab"])
+    side = "src" if model.kind == "lm" else "tgt"
+    return int((vocab or {}).get(side) or getattr(model, f"{side}_vocab"))
 
 
-def flops_per_word(model: dict[str, Any],
+def flops_per_word(model: ModelConfig,
                    vocab: dict[str, int] | None = None) -> dict[str, float]:
     """Training flops per real token (``words`` in a record) of a record's ``config.model``
     (``vocab``: the record's sizes in use, see ``output_vocab``).
@@ -44,18 +43,18 @@ def flops_per_word(model: dict[str, Any],
     decoder and the projection on the target; with both sides of about equal length (the
     synthetic and mapped sources), a word carries half of each.
     """
-    if model["kind"] not in ("nmt", "lm"):
+    if model.kind not in ("nmt", "lm"):
         raise HvdscaleError(f"useful flops are counted for the shipped models (nmt, lm), not "
-                            f"model.kind={model['kind']}")
-    h, e, v = model["hidden_size"], model["embed_dim"], output_vocab(model, vocab)
+                            f"model.kind={model.kind}")
+    h, e, v = model.hidden_size, model.embed_dim, output_vocab(model, vocab)
     proj = FWD_BWD * 2 * h * v
-    if model["kind"] == "lm":
-        rnn = lstm_flops_per_token(e, h, model["encoder_layers"])
+    if model.kind == "lm":
+        rnn = lstm_flops_per_token(e, h, model.encoder_layers)
         return {"rnn": float(rnn), "projection": float(proj), "total": float(rnn + proj)}
-    dirs = 2 if model.get("bidirectional") else 1
-    enc = lstm_flops_per_token(e, h // dirs, model["encoder_layers"], dirs)
-    dec = lstm_flops_per_token(e, h, model["decoder_layers"])
-    attn = FWD_BWD * 2 * (2 * h) * h if model.get("attention") else 0  # attn_out only
+    dirs = 2 if model.bidirectional else 1
+    enc = lstm_flops_per_token(e, h // dirs, model.encoder_layers, dirs)
+    dec = lstm_flops_per_token(e, h, model.decoder_layers)
+    attn = FWD_BWD * 2 * (2 * h) * h if model.attention else 0  # attn_out only
     parts = {"rnn": (enc + dec) / 2, "projection": (proj + attn) / 2}
     return {**parts, "total": parts["rnn"] + parts["projection"]}
 
