@@ -33,7 +33,7 @@ def main() -> int:
         "config": args.config, "strategy": args.strategy, "steps": args.steps,
         "ranks": rec.ranks, "words_per_s": rec.words_per_s,
         "memory": rec.memory,
-        "rss_growth_mb": [m["rss_last_mb"] - m["rss_first_mb"] for m in rec.memory],
+        "rss_growth_mb": [m.rss_last_mb - m.rss_first_mb for m in rec.memory],
         "step_time_decile_medians_ms": [round(d * 1e3, 2) for d in dec],
         "last_over_first_decile": dec[-1] / dec[0] if dec else None,
         "step_jitter_ms": rec.step_time.jitter * 1e3,

@@ -79,7 +79,7 @@ def one_round(k: int, np_: int, out: Path) -> dict:
         row[f"{name}_s"] = _timed(cmds[name], extra.get(name))
     rec = read_out(out)[-1]
     marks = rec.startup
-    row["startup_max_s"], row["startup_total_s"] = marks["max_s"], marks["total_max_s"]
+    row["startup_max_s"], row["startup_total_s"] = marks.max_s, marks.total_max_s
     return row
 
 

@@ -62,8 +62,8 @@ def one_launch(args: argparse.Namespace, launcher: str, out: Path) -> dict[str, 
     (rec,) = read_out(out)
     assert isinstance(rec, RunRecord)
     return {"launcher": launcher, "load": load, "wall_s": round(wall, 3),
-            "words_per_s": rec.words_per_s, "startup_s": rec.startup["total_max_s"],
-            "spawn_s": round(rec.startup["first_process_start"] - t0, 3),
+            "words_per_s": rec.words_per_s, "startup_s": rec.startup.total_max_s,
+            "spawn_s": round(rec.startup.first_process_start - t0, 3),
             "launcher_backend": rec.launcher_backend,
             "step_median_s": rec.step_median_s}
 

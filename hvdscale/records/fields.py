@@ -51,35 +51,12 @@ def loads(text: str | bytes) -> Any:
 
 
 class Section(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """A nested object of a record: read as attributes (``rec.step_time.median``).
+    """A nested object of a record, read as attributes (``rec.step_time.median``); an optional
+    key a file left out is UNSET."""
 
-    Readers written when sections were dicts (``rec.idle["per_rank"]``, ``.get``, ``**``) read
-    the same values by key, a key left UNSET being absent: a bridge while they move to
-    attributes, kept read-only."""
-
-    def keys(self) -> list[str]:
+    def present(self) -> list[str]:
         """The keys a file holds (those not UNSET)."""
         return [k for k in self.__struct_fields__ if getattr(self, k) is not UNSET]
-
-    def __getitem__(self, key: str) -> Any:
-        value = getattr(self, key, UNSET) if key in self.__struct_fields__ else UNSET
-        if value is UNSET:
-            raise KeyError(key)
-        return value
-
-    def __contains__(self, key: object) -> bool:
-        return key in self.keys()
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """``self[key]``, or ``default`` where the section lacks it."""
-        try:
-            return self[key]
-        except KeyError:
-            return default
-
-    def items(self) -> list[tuple[str, Any]]:
-        """(key, value) of the keys a file holds."""
-        return [(k, getattr(self, k)) for k in self.keys()]
 
 
 _AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)

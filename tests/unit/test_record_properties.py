@@ -42,7 +42,7 @@ def test_optional_fields_default_as_the_readers_expect() -> None:
     assert rec.startup is None and rec.interval is None and rec.launch is None
     assert rec.compile is None and rec.quality is None and rec.quality_or_empty == {}
     # A run that measured no straggler idle (independent, one rank) waited for no one.
-    assert rec.idle.keys() == [] and rec.idle_fraction == 0.0 and rec.idle_ms_per_step == 0.0
+    assert rec.idle.present() == [] and rec.idle_fraction == 0.0 and rec.idle_ms_per_step == 0.0
     assert run_record(idle={"idle_fraction": 0.1}).idle_per_rank == []
     assert run_record(idle={"idle_fraction": 0.25}).idle_fraction == 0.25
     no_precision = {k: v for k, v in to_dict(rec.config).items() if k != "precision"}

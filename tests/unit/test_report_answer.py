@@ -38,3 +38,21 @@ def test_one_round_decides_nothing_and_separates_no_cause(tmp_path: Path) -> Non
     assert "(no interval from 1 round)" in top
     assert "no comparison decided yet" in top
     assert "not separable here (one run: no spread to tell a cause from the noise)" in top
+
+
+def test_each_next_step_names_a_config_key_and_knows_when_it_was_tried() -> None:
+    import re
+
+    from hvdscale.config import load_config
+    from hvdscale.study.report.answer import NEXT_STEP
+
+    plain = load_config(None)  # the defaults try none of the steps
+    assert not any(tried(plain) for _, tried in NEXT_STEP.values())
+    trying = {"straggler_idle": ["data.bucketing.enabled=true", "data.bucketing.mode=global"],
+              "exposed_comm": ["strategy.horovod.fusion_threshold_mb=32"],
+              "compute_slowdown": ["threads.intra_op=2"]}
+    for cause, (step, tried) in NEXT_STEP.items():
+        assert tried(load_config(None, trying[cause])), cause
+        # Every `key: value` the advice names is one the config takes.
+        for key, value in re.findall(r"`([a-z_.]+): ([a-z0-9_]+)`", step):
+            load_config(None, ["data.bucketing.enabled=true", f"{key}={value}"])

@@ -70,7 +70,7 @@ def test_stops_at_the_target_and_records_the_curve(tmp_path: Path) -> None:
     # four at load 2.3, when this step took 4-8 ms and the bound was half of it).
     window = rec.per_rank[0]
     assert rec.step_time.max >= SLOW_S  # step 0 was the slow one, inside the window
-    assert abs(window["window_s"] - q["train_s"]) < 0.5 * SLOW_S
+    assert abs(window.window_s - q["train_s"]) < 0.5 * SLOW_S
     assert math.isclose(q["floor_perplexity"], math.exp(q["floor_loss"]))
 
 

@@ -91,8 +91,8 @@ def evidence_startup(round1: list[Record], round2: list[Record],
     for name, recs in (("CPU sweep", _ok(round1) + _ok(round2)), ("GPU seeds", _ok(seeds))):
         marks = [r.startup for r in recs if r.startup]
         keys = ("imports", "mpi", "model", "first_step")
-        cells = " | ".join(f"{statistics.median(m['max_s'][k] for m in marks):.1f}" for k in keys)
-        total = [m["total_max_s"] for m in marks]
+        cells = " | ".join(f"{statistics.median(m.max_s[k] for m in marks):.1f}" for k in keys)
+        total = [m.total_max_s for m in marks]
         out.append(f"| {name} | {len(marks)} | {cells} | {statistics.median(total):.1f} "
                    f"({min(total):.1f}-{max(total):.1f}) |")
     return out

@@ -61,9 +61,8 @@ def _same_model(rec: RunRecord, cfg: RunConfig) -> bool:
 
 def _rank_compute(rec: RunRecord) -> list[float]:
     """Per computing rank, compute seconds per measured step."""
-    idle = rec.idle
-    steps = idle.get("steps") or rec.measured_steps
-    return [p["compute_s"] / steps for p in idle.get("per_rank", [])]
+    steps = rec.idle.steps or rec.measured_steps  # UNSET in older files
+    return [p.compute_s / steps for p in rec.idle_per_rank]
 
 
 def has_comm_core(rec: RunRecord) -> bool:
@@ -98,10 +97,8 @@ def slowdowns(records: list[RunRecord], cm: ComputeModel) -> dict[int, float]:
 def critical_compute(rec: RunRecord) -> float:
     """The run's own compute on a step's critical path: each step waits for its slowest rank,
     so a rank's compute plus its straggler idle, per step, averaged over ranks."""
-    idle = rec.idle
-    steps = idle.get("steps") or rec.measured_steps
-    return float(np.mean([(p["compute_s"] + p.get("idle_s", 0.0)) / steps
-                          for p in idle.get("per_rank", [])]))
+    steps = rec.idle.steps or rec.measured_steps  # UNSET in older files
+    return float(np.mean([(p.compute_s + p.idle_s) / steps for p in rec.idle_per_rank]))
 
 
 def _check_record(rec: Any, where: str) -> None:

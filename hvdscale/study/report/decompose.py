@@ -60,8 +60,8 @@ def baseline(base: list[RunRecord]) -> Baseline:
     c1, g1 = [], []
     for r in base:
         rt = r.rank_times[0]
-        c1.append(rt["compute_s"] / rt["words"])
-        g1.append((rt["step_s"] - rt["compute_s"]) / rt["steps"])
+        c1.append(rt.compute_s / rt.words)
+        g1.append((rt.step_s - rt.compute_s) / rt.steps)
     return Baseline(statistics.median(r.words_per_s for r in base), statistics.median(c1),
                     statistics.median(g1))
 
@@ -74,17 +74,16 @@ def rank_parts(rec: RunRecord, g1: float) -> list[dict[str, float]]:
     outside their steps (``meter.idle_times``): their idle is not taken out of the step time,
     so compute + comm + g1 == step (reading it as inside made their "communication" the
     negative of that wait)."""
-    info = rec.idle
-    idle = {p["rank"]: p["idle_s"] for p in info.get("per_rank", [])}
-    in_steps = info.get("synchronous", True)
+    idle = {p.rank: p.idle_s for p in rec.idle_per_rank}
+    in_steps = rec.idle.synchronous is not False  # UNSET (older files): synchronous
     out = []
     for rt in rec.rank_times:
-        wait = idle.get(rt["rank"], 0.0)
-        base = rt["steps"] * g1
-        comm = rt["step_s"] - rt["compute_s"] - (wait if in_steps else 0.0) - base
-        out.append({"rank": rt["rank"], "compute": rt["compute_s"], "idle": wait,
-                    "comm": comm, "g1": base,
-                    "step": rt["step_s"], "words": rt["words"], "steps": rt["steps"]})
+        wait = idle.get(rt.rank, 0.0)
+        base = rt.steps * g1
+        comm = rt.step_s - rt.compute_s - (wait if in_steps else 0.0) - base
+        out.append({"rank": rt.rank, "compute": rt.compute_s, "idle": wait,
+                    "comm": comm, "g1": base, "step": rt.step_s, "words": rt.words,
+                    "steps": rt.steps})
     return out
 
 

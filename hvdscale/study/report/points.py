@@ -116,11 +116,10 @@ def _median_of(recs: list[RunRecord], get: Callable[[RunRecord], Any]) -> float 
 
 def _idle_cells(rec: RunRecord) -> tuple[str, str]:
     """Per-rank idle (ms/step) and ranks out of batches (idle steps), from one record."""
-    idle = rec.idle
+    steps = "?" if rec.idle.steps is UNSET else rec.idle.steps
     per_rank = rec.idle_per_rank
-    ms = " / ".join(f"r{p['rank']}: {p['idle_ms_per_step']:.1f}" for p in per_rank)
-    out = ", ".join(f"r{p['rank']}: {p['idle_steps']} of {idle.get('steps', '?')}"
-                    for p in per_rank if p.get("idle_steps"))
+    ms = " / ".join(f"r{p.rank}: {p.idle_ms_per_step:.1f}" for p in per_rank)
+    out = ", ".join(f"r{p.rank}: {p.idle_steps} of {steps}" for p in per_rank if p.idle_steps)
     return ms, out or "none"
 
 

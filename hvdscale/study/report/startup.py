@@ -40,8 +40,8 @@ def startup_table(records: Sequence[Record]) -> str:
     head = ["point", "ranks", "runs", "total", *(_SHORT[p] for p in phases), "slowest phase"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (label, ranks), runs in sorted(groups.items()):
-        med = {p: statistics.median(s["max_s"].get(p, 0.0) for s in runs) for p in phases}
-        total = statistics.median(s["total_max_s"] for s in runs)
+        med = {p: statistics.median(s.max_s.get(p, 0.0) for s in runs) for p in phases}
+        total = statistics.median(s.total_max_s for s in runs)
         worst = max(phases, key=lambda p: med[p])
         cells = [label, str(ranks), str(len(runs)), f"{total:.2f}",
                  *(f"{med[p]:.2f}" for p in phases), f"{LABELS[worst]} ({med[worst]:.2f} s)"]

@@ -93,7 +93,7 @@ def sweep_cost(records: Sequence[Record], results: str | Path) -> SweepCost | No
     for r in ok:
         if r.launch is None or r.launch.position == 0:
             marks = r.startup
-            startup += sum(marks["max_s"].get(p, 0.0) for p in LAUNCH_PHASES) if marks else 0.0
+            startup += sum(marks.max_s.get(p, 0.0) for p in LAUNCH_PHASES) if marks else 0.0
         warm += r.warmup_s
         measured += r.window_s
     return SweepCost(launches, len(rows), launch_s, startup, warm, measured)
