@@ -113,7 +113,7 @@ def med(runs: list[Run], f: Callable[[RunRecord], float]) -> float:
 
 def idle_ms_of_rank(rec: RunRecord, i: int) -> float:
     """The ``i``-th computing rank's idle milliseconds per step."""
-    return rec.idle_per_rank[i]["idle_ms_per_step"]
+    return rec.idle_per_rank[i].idle_ms_per_step
 
 
 def throughput_table(title: str, impl: str, recs: dict[str, list[Run]]) -> tuple[str, dict]:
@@ -165,9 +165,9 @@ def straggler_table(recs_by_impl: dict[str, dict[str, list[Run]]], base: list[st
             frac = med(rs, lambda r: 100 * r.idle_fraction)
             last = rs[-1].rec.idle_per_rank
             per = " / ".join(
-                f"r{p['rank']}: {med(rs, lambda r, i=i: idle_ms_of_rank(r, i)):.1f}"
+                f"r{p.rank}: {med(rs, lambda r, i=i: idle_ms_of_rank(r, i)):.1f}"
                 for i, p in enumerate(last))
-            out_of = " / ".join(f"r{p['rank']}: {p['idle_steps']}" for p in last)
+            out_of = " / ".join(f"r{p.rank}: {p.idle_steps}" for p in last)
             batches = " / ".join(str(c) for c in rs[-1].rec.measure.batches_per_rank)
             step = med(rs, lambda r: 1e3 * r.step_median_s)
             wps = med(rs, WORDS_PER_S)

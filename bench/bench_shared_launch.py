@@ -68,10 +68,10 @@ def one_sweep(args: argparse.Namespace, out: Path, way: str, r: int) -> dict[str
     cost = sweep_cost(recs, out)
     points = {_label(x): {"words_per_s": x.words_per_s,
                           "fingerprints": x.fingerprints,
-                          "position": (x.launch or {}).get("position"),
+                          "position": x.launch.position if x.launch else None,
                           "window_s": x.window_s, "warmup_s": x.warmup_s,
-                          "rel_ci95": (x.interval or {}).get("rel_ci95"),
-                          "target_met": (x.interval or {}).get("met"),
+                          "rel_ci95": x.interval.rel_ci95 if x.interval else None,
+                          "target_met": x.interval.met if x.interval else None,
                           "loadavg": x.loadavg} for x in recs}
     return {"wall_s": round(wall, 3), "load_before": load_before,
             "load_after": list(os.getloadavg()), "points": points,

@@ -98,5 +98,5 @@ def raw(run: Run) -> dict:
             "step_ms_median": 1e3 * rec.step_median_s,
             "steps": measured.steps,
             "batches_per_rank": measured.batches_per_rank,
-            "bucketing_mode": measured.get("bucketing_mode"),
+            "bucketing_mode": measured.bucketing_mode,
             "loadavg_before": run.loadavg_before, "loadavg_after": run.loadavg_after}

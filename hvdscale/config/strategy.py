@@ -251,5 +251,5 @@ class StrategyConfig:
 
     def __post_init__(self) -> None:
         known = strategy_names()
-        _check(self.name in known, "strategy.name", f"must be one of {', '.join(known)}",
-               self.name)
+        _check(self.name in known, "strategy.name", f"must be one of {', '.join(known)}, or one "
+               "that a plugin module named in HVDSCALE_STRATEGY_PLUGINS registers", self.name)

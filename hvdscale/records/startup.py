@@ -54,8 +54,3 @@ def summarize_startup(entries: list[dict[str, Any]]) -> dict[str, Any]:
         "per_rank": per_rank,
     }
 
-
-def slowest_phase(startup: dict[str, Any]) -> tuple[str, float]:
-    """(phase, seconds) of the phase that cost the slowest rank most."""
-    phase = max(startup["phases"], key=lambda p: startup["max_s"].get(p, 0.0))
-    return phase, startup["max_s"][phase]

@@ -62,7 +62,7 @@ def test_breakdown_parts_sum_to_the_measured_loss(results: Path) -> None:
         # Straggler idle is the record's own idle time, as a share of the window.
         rec = next(x for x in records if x.ranks == 2 and
                    x.key["strategy"] == r["strategy"].split(" ")[0])
-        idle = sum(p["idle_s"] for p in rec.idle_per_rank) / 2
+        idle = sum(p.idle_s for p in rec.idle_per_rank) / 2
         assert r["straggler_idle"] == pytest.approx(100 * idle / rec.window_s)
     md = (results / "report.md").read_text()
     # A point run on a busy host carries the report's mark; the row is there either way.

@@ -91,7 +91,9 @@ def test_a_plugin_whose_import_raises_is_one_line_without_a_traceback(tmp_path) 
 def test_config_reads_the_registry(tiny: registry.StrategySpec) -> None:
     assert _cfg().strategy.name == "tiny"
     with pytest.raises(ConfigError, match=r"strategy.name must be one of horovod, independent, "
-                                          r"ps, ddp, mwms, tiny \(got 'huge'\)"):
+                                          r"ps, ddp, mwms, tiny, or one that a plugin module "
+                                          r"named in HVDSCALE_STRATEGY_PLUGINS registers "
+                                          r"\(got 'huge'\)"):
         load_config(None, ["strategy.name=huge"])
     with pytest.raises(ConfigError, match=r"tiny is a unit test's strategy and needs "
                                           r"framework=torch, not framework=tf"):

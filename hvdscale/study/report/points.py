@@ -134,11 +134,11 @@ def _noise(p: Point, recs: list[RunRecord]) -> Point:
     busy = [x for x in loads if x.busy]
     p.busy_runs = len(busy)
     intervals = [r.interval for r in recs if r.interval is not None]
-    rels = [i["rel_ci95"] for i in intervals if i.get("rel_ci95") is not None]
+    rels = [i.rel_ci95 for i in intervals if i.rel_ci95 is not None]
     if intervals:
         p.rel_ci95 = statistics.median(rels) if rels else None
-        p.ci_target = intervals[-1].get("target_rel_ci")
-        p.ci_missed = sum(not i.get("met") for i in intervals)
+        p.ci_target = intervals[-1].target_rel_ci
+        p.ci_missed = sum(not i.met for i in intervals)
     if busy:
         p.busy_detail = min(busy, key=lambda x: x.free - x.demand).describe()
     return p
@@ -178,7 +178,7 @@ def collect(records: Sequence[Record]) -> dict[str, Experiment]:
     experiments never share a table, and a point's repeats share one identity."""
     by: dict[str, dict[str, dict[int, list[RunRecord]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list)))
-    first: dict[str, dict] = {}
+    first: dict[str, RunConfig] = {}
     names: dict[str, list[str]] = defaultdict(list)
     for rec in records:
         if not isinstance(rec, RunRecord):

@@ -37,13 +37,13 @@ class LaunchTiming:
 
     def entry(self, record: RunRecord | None, previous_exit: float | None) -> dict[str, Any]:
         """The launch's line (``record``: its ok record, for the ranks' process starts)."""
-        startup = (record.startup if record is not None else None) or {}
-        first = startup.get("first_process_start")
+        startup = record.startup if record is not None else None
+        first = startup.first_process_start if startup is not None else None
         after = self.begin - previous_exit if previous_exit is not None else 0.0
         out = {"sample_s": self.sampled - self.begin, "prepare_s": self.spawned - self.sampled,
                "launch_s": self.exited - self.spawned, "after_s": after,
                "launcher_start_s": first - self.spawned if first is not None else None,
-               "ranks_start_s": startup.get("total_max_s")}
+               "ranks_start_s": startup.total_max_s if startup is not None else None}
         out["between_s"] = after + out["sample_s"] + out["prepare_s"]
         return {k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()}
 
