@@ -8,8 +8,9 @@ Four figures, before (the commit ``--before``, unpacked with ``git archive``) an
 checkout), each side in fresh processes of this Python, in paired rounds whose order alternates:
 
 - lines of hvdscale/records and hvdscale/config;
-- seconds to read every record under bench/results (``hvdscale.records.read``; the median of
-  3 reads in one process, per round);
+- seconds to read every record under bench/results as it was at ``--before`` (both sides read
+  that snapshot: the reader before refuses fields added since; ``hvdscale.records.read``; the
+  median of 3 reads in one process, per round);
 - seconds to ``import hvdscale.records, hvdscale.config`` in a fresh interpreter, and beside
   them ``import msgspec`` and ``import pydantic`` alone (what either library costs);
 - bytes of a run record (a ``results.jsonl`` line) with its raw per-step lists and without
@@ -53,9 +54,12 @@ def _lines(tree: Path) -> int:
 
 
 def _unpack(rev: str, into: Path) -> Path:
-    """The package at ``rev`` (``git archive``), to import as the "before" side."""
+    """The package at ``rev`` (``git archive``), to import as the "before" side, with
+    bench/results as it was then: what both sides read (the reader before refuses a field
+    added since, by design, so a newer file would stop it)."""
     tar = into / "before.tar"
-    subprocess.run(["git", "archive", "-o", str(tar), rev, "hvdscale"], cwd=ROOT, check=True)
+    subprocess.run(["git", "archive", "-o", str(tar), rev, "hvdscale", "bench/results"],
+                   cwd=ROOT, check=True)
     with tarfile.open(tar) as t:
         t.extractall(into / "before", filter="data")
     return into / "before"
@@ -94,12 +98,13 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Every figure of the module's docstring."""
     with tempfile.TemporaryDirectory() as tmp:
         before = _unpack(args.before, Path(tmp))
-        res = str(ROOT / "bench" / "results")
+        res = str(before / "bench" / "results")
         mods = "hvdscale.records, hvdscale.config"
         return {
             "bench": "records", "before": args.before, "python": sys.version.split()[0],
             "lines": {"before": _lines(before), "after": _lines(ROOT)},
             "read": _pairs(READ.format(res=res), before, ROOT, args.rounds),
+            "read_at": args.before,
             "import": _pairs(IMPORT.format(mods=mods), before, ROOT, args.imports),
             "import_msgspec_s": [_seconds(IMPORT.format(mods="msgspec"), ROOT)
                                  for _ in range(args.imports)],
@@ -113,6 +118,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 def _ms(xs: list[float]) -> str:
     return (f"{1e3 * statistics.median(xs):.1f} ms ({1e3 * min(xs):.1f} to "
             f"{1e3 * max(xs):.1f})")
+
+
+def _read_what(r: dict[str, Any]) -> str:
+    at = r.get("read_at")  # absent in the first raw file: it read this checkout's folder
+    return ("every record under bench/results" if at is None else
+            f"every record under bench/results as it was at {at}")
 
 
 def render(r: dict[str, Any]) -> str:
@@ -129,7 +140,7 @@ def render(r: dict[str, Any]) -> str:
         "|---|---|---|---|",
         f"| lines of hvdscale/records + hvdscale/config | {r['lines']['before']} | "
         f"{r['lines']['after']} | {r['lines']['after'] - r['lines']['before']:+d} lines |",
-        f"| reading every record under bench/results ({len(ratio)} paired rounds) | "
+        f"| reading {_read_what(r)} ({len(ratio)} paired rounds) | "
         f"{_ms(rd['before_s'])} | {_ms(rd['after_s'])} | ratio "
         f"{statistics.median(ratio):.2f} ({min(ratio):.2f} to {max(ratio):.2f}) |",
         f"| `import hvdscale.records, hvdscale.config` ({len(added)} paired runs) | "
