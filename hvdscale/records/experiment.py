@@ -231,6 +231,7 @@ def _short(v: Any) -> str:
 
 def series_label(config: Any) -> str:
     """``torch / fused / horovod``: the series a record belongs to within its experiment."""
+    config = plain(config)  # once, not in each of the two identities below
     s = series_of(config)
     return f"{s['framework']} / {s['rnn_impl']} / {strategy_label(config)}"
 
@@ -276,6 +277,7 @@ def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 def record_key(config: Any) -> dict[str, Any]:
     """The ``key`` of a record (runner and sweep alike): the experiment and series ids, plus
     the main fields in plain words for people reading results.jsonl."""
+    config = plain(config)  # once, not in each identity below
     c = identity(config)
     model, data, measure = c.get("model", {}), c.get("data", {}), c.get("measure", {})
     return {"experiment": experiment_id(config), "identity": identity_id(config),
@@ -294,4 +296,4 @@ def record_key(config: Any) -> dict[str, Any]:
             "until_target": (measure.get("until") or {}).get("target"),
             "scale_lr": c.get("optim", {}).get("scale_lr", "none"),
             "lr_warmup_steps": c.get("optim", {}).get("warmup_steps", 0),
-            "name": plain(config).get("name")}
+            "name": config.get("name")}

@@ -59,10 +59,9 @@ def record_key(cfg: Any) -> dict[str, Any]:
     """A record's ``key`` from a ``RunConfig``: its experiment and series (see
     hvdscale.records.experiment), written by the runner for a run and by the sweep for a
     failed point."""
-    from hvdscale.config import to_dict
     from hvdscale.records.experiment import record_key as key_of
 
-    return key_of(to_dict(cfg))
+    return key_of(cfg)
 
 
 def results_path(out_dir: str | Path) -> Path:

@@ -178,7 +178,7 @@ def _weak_runs(records: Sequence[Record]) -> dict[tuple, dict[str, list[RunRecor
                 or r.config.data.scaling != "weak":
             continue
         key = (_rule_group(r), r.ranks)
-        out.setdefault(key, {}).setdefault(rule_label(plain(r.config)["optim"]), []).append(r)
+        out.setdefault(key, {}).setdefault(rule_label(plain(r.config.optim)), []).append(r)
     return out
 
 
